@@ -1,0 +1,111 @@
+//! Where a limiter keeps its state: this process's memory, or a Redis store under a namespace.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use super::options::OptionsReader;
+use super::redis_store::JsRedisStore;
+use crate::error::{ErrorCode, Failure, Outcome};
+use crate::store::memory::MemoryStore;
+use crate::store::redis::RedisStore;
+use crate::time::{system_now, Micros};
+
+/// Default `namespace`: the prefix of every Redis key a limiter writes.
+pub const DEFAULT_NAMESPACE: &str = "ratekeeper:";
+
+/// The key the in-memory store uses for the global (id-less) limit; no real id is empty.
+const GLOBAL_ID: &str = "";
+
+/// Which clock a Redis-backed limiter reads when a call gives no `now`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// The Redis server's, read inside the script: no skew between application hosts.
+    Redis,
+    /// This host's.
+    Local,
+}
+
+/// A limiter's place in Redis.
+pub struct RedisTarget {
+    pub store: Arc<RedisStore>,
+    pub namespace: String,
+    pub clock: Clock,
+}
+
+impl RedisTarget {
+    /// `namespace + id`, as rolling-rate-limiter builds it; the namespace alone for the global
+    /// limit.
+    pub fn key(&self, id: Option<&str>) -> Outcome<String> {
+        match id {
+            Some(id) => Ok(format!("{}{id}", self.namespace)),
+            None if self.namespace.is_empty() => Err(Failure::type_error(
+                ErrorCode::InvalidId,
+                "an id is required when `namespace` is empty",
+            )),
+            None => Ok(self.namespace.clone()),
+        }
+    }
+
+    /// The `now` argument of a script: the given instant, this host's clock, or `""` to have the
+    /// script read the Redis server's clock.
+    pub fn now_argument(&self, now: Option<Micros>) -> String {
+        match (now, self.clock) {
+            (Some(now), _) => now.to_string(),
+            (None, Clock::Local) => system_now().to_string(),
+            (None, Clock::Redis) => String::new(),
+        }
+    }
+}
+
+/// The state of every id of one limiter.
+pub enum Backend<S> {
+    Memory(RefCell<MemoryStore<S>>),
+    Redis(RedisTarget),
+}
+
+impl<S> Backend<S> {
+    /// Reads the store-related options (`namespace`, `clock`) and picks the backend: Redis when a
+    /// store is given, memory otherwise.
+    pub fn from_options(r: &mut OptionsReader, store: Option<&JsRedisStore>) -> Outcome<Self> {
+        let namespace = r.string("namespace")?;
+        let clock = r.choice("clock", &["redis", "local"])?;
+        if let Some(namespace) = &namespace {
+            if namespace.len() > 1024 {
+                return Err(Failure::range_error(
+                    ErrorCode::InvalidOption,
+                    "`namespace` must be at most 1024 bytes",
+                ));
+            }
+        }
+        match store {
+            Some(store) => Ok(Backend::Redis(RedisTarget {
+                store: store.inner.clone(),
+                namespace: namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()),
+                clock: if clock == Some("local") { Clock::Local } else { Clock::Redis },
+            })),
+            None if clock == Some("redis") => Err(Failure::range_error(
+                ErrorCode::InvalidOption,
+                "`clock: 'redis'` needs a Redis store (`client`); the in-memory store uses this host's clock",
+            )),
+            None => Ok(Backend::Memory(RefCell::new(MemoryStore::default()))),
+        }
+    }
+
+    /// How many ids the in-memory store holds state for (0 on Redis).
+    pub fn memory_size(&self) -> usize {
+        match self {
+            Backend::Memory(store) => store.borrow().len(),
+            Backend::Redis(_) => 0,
+        }
+    }
+}
+
+/// The in-memory key of an id.
+pub fn memory_id(id: Option<&str>) -> &str {
+    id.unwrap_or(GLOBAL_ID)
+}
+
+/// This host's clock unless the call gave `now`.
+pub fn local_now(now: Option<Micros>) -> Micros {
+    now.unwrap_or_else(system_now)
+}

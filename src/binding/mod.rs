@@ -1,0 +1,73 @@
+//! The JavaScript binding: thin classes over the algorithms and stores.
+//!
+//! This is the only place that touches napi: it reads JS values into checked Rust values
+//! ([`options`], [`input`]), calls the pure algorithm on the chosen store, and turns answers and
+//! [`Failure`]s back into JS values. Every method returns a Promise; input errors reject it
+//! rather than throw, as an `async` function would.
+
+pub mod backend;
+pub mod input;
+pub mod options;
+pub mod redis_store;
+pub mod rolling_window;
+
+use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
+use napi::{Env, JsRangeError, JsTypeError, JsValue, JsError, Status};
+
+use crate::error::{ErrorClass, Failure};
+
+/// Builds the JS error for a failure: the right class, `code`, and `cause` when there is one.
+/// The returned `napi::Error` holds that very object, so throwing or rejecting with it hands it
+/// to JavaScript as is.
+pub fn js_error(env: &Env, failure: Failure) -> napi::Error {
+    let Failure {
+        class,
+        code,
+        message,
+        cause,
+    } = failure;
+    let mut error = napi::Error::new(code.as_str(), message);
+    if let Some(cause) = cause {
+        error.cause = Some(Box::new(napi::Error::new(Status::GenericFailure, cause.message)));
+        // `cause.code` names the kind of the underlying failure; it goes on the cause object.
+        return with_cause_code(env, class, error, &cause.code);
+    }
+    napi::Error::from(new_error_value(env, class, error))
+}
+
+fn new_error_value<'env>(
+    env: &'env Env,
+    class: ErrorClass,
+    error: napi::Error<&'static str>,
+) -> napi::bindgen_prelude::Unknown<'env> {
+    match class {
+        ErrorClass::Error => JsError::from(error).into_unknown(*env),
+        ErrorClass::TypeError => JsTypeError::from(error).into_unknown(*env),
+        ErrorClass::RangeError => JsRangeError::from(error).into_unknown(*env),
+    }
+}
+
+fn with_cause_code(
+    env: &Env,
+    class: ErrorClass,
+    error: napi::Error<&'static str>,
+    cause_code: &str,
+) -> napi::Error {
+    use napi::bindgen_prelude::JsObjectValue;
+    let value = new_error_value(env, class, error);
+    if let Ok(object) = value.coerce_to_object() {
+        if let Ok(mut cause) = object.get_named_property::<napi::bindgen_prelude::Object>("cause") {
+            let _ = cause.set_named_property("code", cause_code);
+        }
+    }
+    napi::Error::from(value)
+}
+
+/// A promise already rejected with `failure`.
+pub fn rejected<'env, T: ToNapiValue>(
+    env: &'env Env,
+    failure: Failure,
+) -> napi::Result<PromiseRaw<'env, T>> {
+    let error = js_error(env, failure);
+    PromiseRaw::reject(env, error)
+}

@@ -1,0 +1,161 @@
+//! `RedisStore`: a shared connection to Redis that limiters run their scripts on.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{PromiseRaw, Unknown};
+use napi::{Env, ValueType};
+use napi_derive::napi;
+
+use super::options::{string_value, OptionsReader};
+use super::{js_error, rejected};
+use crate::error::{ErrorCode, Failure, Outcome};
+use crate::store::redis::{RedisConfig, RedisSettings, RedisStore};
+
+/// How to reach Redis. Every field is optional; a plain string is taken as `url`.
+///
+/// ```js
+/// new RedisStore({ host: 'redis.internal', port: 6380, password: process.env.REDIS_PASSWORD })
+/// new RedisStore('rediss://user:secret@redis.internal:6380/2')
+/// new RedisStore({ cluster: ['redis://10.0.0.1:7000', 'redis://10.0.0.2:7000'] })
+/// ```
+#[napi(object)]
+pub struct RedisOptions {
+    /// `redis://[user[:password]@]host[:port][/db]`, `rediss://` for TLS, or
+    /// `redis+unix:///path/to/socket`. Default: from `host` and `port`.
+    pub url: Option<String>,
+    /// Default `'127.0.0.1'`.
+    pub host: Option<String>,
+    /// Default `6379`.
+    pub port: Option<u32>,
+    /// ACL user name (Redis 6+). Default: none.
+    pub username: Option<String>,
+    /// Default: none. It never appears in error messages.
+    pub password: Option<String>,
+    /// Database number. Default `0`.
+    pub db: Option<u32>,
+    /// Connect with TLS. Default `false` (or `true` with a `rediss://` URL).
+    pub tls: Option<bool>,
+    /// URLs of one or more Redis Cluster nodes; the rest are discovered. Default: not a cluster.
+    pub cluster: Option<Vec<String>>,
+    /// How long opening a connection may take, in milliseconds. Default `1000`.
+    pub connect_timeout_ms: Option<f64>,
+    /// How long a call may wait for Redis before it rejects with `ERR_STORE_UNAVAILABLE`, in
+    /// milliseconds. Default `1000`.
+    pub command_timeout_ms: Option<f64>,
+}
+
+/// A connection to Redis (a single node or a Cluster), shared by every limiter built on it.
+///
+/// The connection is multiplexed: concurrent calls are pipelined on one socket. It opens on first
+/// use and reopens by itself when Redis comes back after an outage; calls made while Redis is
+/// unreachable reject with `ERR_STORE_UNAVAILABLE` within `commandTimeoutMs`.
+///
+/// ```js
+/// const store = await RedisStore.connect('redis://127.0.0.1:6379')
+/// const limiter = new RedisRateLimiter({ client: store, namespace: 'login:', interval: 60_000, maxInInterval: 5 })
+/// // ...
+/// await store.close()
+/// ```
+#[napi(js_name = "RedisStore")]
+pub struct JsRedisStore {
+    pub(crate) inner: Arc<RedisStore>,
+}
+
+#[napi]
+impl JsRedisStore {
+    /// Creates a store without connecting: the first call opens the connection.
+    /// Throws `ERR_INVALID_OPTION` (`TypeError`/`RangeError`) for bad options.
+    #[napi(constructor, ts_args_type = "options?: string | RedisOptions")]
+    pub fn new(env: Env, options: Option<Unknown>) -> napi::Result<Self> {
+        Self::build(options).map_err(|failure| js_error(&env, failure))
+    }
+
+    /// Creates a store and opens its connection; rejects with `ERR_STORE_UNAVAILABLE` when Redis
+    /// cannot be reached within `connectTimeoutMs` and `commandTimeoutMs`.
+    ///
+    /// ```js
+    /// const store = await RedisStore.connect({ host: '127.0.0.1', port: 6379 })
+    /// ```
+    #[napi(ts_args_type = "options?: string | RedisOptions", ts_return_type = "Promise<RedisStore>")]
+    pub fn connect<'env>(
+        env: &'env Env,
+        options: Option<Unknown>,
+    ) -> napi::Result<PromiseRaw<'env, JsRedisStore>> {
+        let store = match Self::build(options) {
+            Ok(store) => store,
+            Err(failure) => return rejected(env, failure),
+        };
+        let inner = store.inner.clone();
+        env.spawn_future_with_callback(
+            async move { Ok(inner.connect().await) },
+            move |env, outcome| match outcome {
+                Ok(()) => Ok(store),
+                Err(failure) => Err(js_error(env, failure)),
+            },
+        )
+    }
+
+    /// Closes the connection. Calls made afterwards reject with `ERR_STORE_CLOSED`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        self.inner.close();
+        PromiseRaw::resolve(env, ())
+    }
+
+    /// `true` once `close()` was called.
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// `true` when the store speaks Redis Cluster.
+    #[napi(getter)]
+    pub fn is_cluster(&self) -> bool {
+        self.inner.config().is_cluster()
+    }
+
+    fn build(options: Option<Unknown>) -> Outcome<Self> {
+        let settings = redis_settings(options)?;
+        let config = RedisConfig::from_settings(settings)?;
+        Ok(Self {
+            inner: Arc::new(RedisStore::new(config)),
+        })
+    }
+}
+
+/// Reads `string | RedisOptions`.
+fn redis_settings(options: Option<Unknown>) -> Outcome<RedisSettings> {
+    if let Some(url) = options.as_ref().and_then(string_value) {
+        return Ok(RedisSettings {
+            url: Some(url),
+            ..RedisSettings::default()
+        });
+    }
+    let options = options.filter(|v| v.get_type().ok() != Some(ValueType::Null));
+    let mut r = OptionsReader::new(options, "Redis options", ErrorCode::InvalidOption, true)?;
+    let settings = RedisSettings {
+        url: r.string("url")?,
+        host: r.string("host")?,
+        port: whole(&mut r, "port", 1.0, 65535.0)?.map(|p| p as u16),
+        username: r.string("username")?,
+        password: r.string("password")?,
+        db: whole(&mut r, "db", 0.0, 1e9)?.map(|db| db as i64),
+        tls: r.boolean("tls")?,
+        cluster: r.strings("cluster")?,
+        connect_timeout_ms: r.number("connectTimeoutMs")?,
+        command_timeout_ms: r.number("commandTimeoutMs")?,
+    };
+    r.finish()?;
+    Ok(settings)
+}
+
+/// A whole-number option within `min..=max`.
+fn whole(r: &mut OptionsReader, name: &'static str, min: f64, max: f64) -> Outcome<Option<f64>> {
+    match r.number(name)? {
+        Some(n) if n.fract() != 0.0 || n < min || n > max => Err(Failure::range_error(
+            r.code(),
+            format!("`{name}` must be a whole number from {min} to {max}, got {n}"),
+        )),
+        n => Ok(n),
+    }
+}

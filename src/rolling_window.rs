@@ -1,0 +1,362 @@
+//! The rolling window of rolling-rate-limiter (the ClassDojo post): a sorted log of action
+//! timestamps per id, at most `max_in_interval` actions in any `interval`, and at least
+//! `min_difference` between two consecutive actions.
+//!
+//! Pure: no I/O, time is an argument. [`Timeline`] is one id's log in memory;
+//! `lua/rolling_window.lua` keeps the same log in a Redis sorted set. Both reduce the log to
+//! [`WindowFacts`] and answer through [`RollingWindow::info`], which computes exactly what
+//! rolling-rate-limiter 0.4's `calculateInfo` computes, so the two stores and the two libraries
+//! agree to the microsecond.
+//!
+//! Only the newest `max_in_interval` timestamps ever matter to an answer (the count saturates
+//! there, and the wait is measured from the `max_in_interval`-th newest), so the log is capped at
+//! that length: memory per id is bounded even under a flood of blocked attempts.
+
+use std::collections::VecDeque;
+
+use crate::error::{ErrorCode, Failure, Outcome};
+use crate::time::{duration_option, micros_to_millis_ceil, Micros};
+
+/// The largest `maxInInterval`: every counted action is stored, so this bounds memory per id.
+pub const MAX_IN_INTERVAL_LIMIT: u32 = 1_000_000;
+
+/// A validated rolling-window configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RollingWindow {
+    interval: Micros,
+    max_in_interval: usize,
+    min_difference: Micros,
+    record_blocked: bool,
+}
+
+/// What the answer depends on, read off the log with the current action placed in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowFacts {
+    /// Actions in the window, the current one included.
+    pub count: usize,
+    /// The newest timestamp (normally the current action's).
+    pub current: Micros,
+    /// The timestamp before `current`, when there is one.
+    pub previous: Option<Micros>,
+    /// The timestamp at index `max(0, count - max_in_interval)`: the window is no longer full
+    /// `interval` after it.
+    pub anchor: Micros,
+}
+
+/// rolling-rate-limiter's `RateLimitInfo`, with the wait kept in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowInfo {
+    pub blocked: bool,
+    pub blocked_due_to_count: bool,
+    pub blocked_due_to_min_difference: bool,
+    pub micros_until_allowed: Micros,
+    pub actions_remaining: u32,
+}
+
+impl WindowInfo {
+    /// The wait in whole milliseconds, rounded up.
+    pub fn millis_until_allowed(&self) -> i64 {
+        micros_to_millis_ceil(self.micros_until_allowed)
+    }
+}
+
+impl RollingWindow {
+    /// Validates rolling-rate-limiter's options (milliseconds).
+    ///
+    /// `interval` > 0, `max_in_interval` a whole number from 1 to [`MAX_IN_INTERVAL_LIMIT`],
+    /// `min_difference` >= 0; anything else is a `RangeError` naming the option.
+    pub fn new(
+        interval_ms: f64,
+        max_in_interval: f64,
+        min_difference_ms: f64,
+        record_blocked: bool,
+    ) -> Outcome<Self> {
+        let interval = duration_option("interval", interval_ms, 0.0, true)?;
+        let min_difference = duration_option("minDifference", min_difference_ms, 0.0, false)?;
+        if !(max_in_interval.fract() == 0.0
+            && (1.0..=f64::from(MAX_IN_INTERVAL_LIMIT)).contains(&max_in_interval))
+        {
+            return Err(Failure::range_error(
+                ErrorCode::InvalidOption,
+                format!(
+                    "`maxInInterval` must be a whole number from 1 to {MAX_IN_INTERVAL_LIMIT}, got {max_in_interval}"
+                ),
+            ));
+        }
+        Ok(Self {
+            interval,
+            max_in_interval: max_in_interval as usize,
+            min_difference,
+            record_blocked,
+        })
+    }
+
+    pub fn interval(&self) -> Micros {
+        self.interval
+    }
+
+    pub fn max_in_interval(&self) -> usize {
+        self.max_in_interval
+    }
+
+    pub fn min_difference(&self) -> Micros {
+        self.min_difference
+    }
+
+    pub fn record_blocked(&self) -> bool {
+        self.record_blocked
+    }
+
+    /// Timestamps at or before this instant have left the window.
+    pub fn window_start(&self, now: Micros) -> Micros {
+        now - self.interval
+    }
+
+    /// rolling-rate-limiter's `calculateInfo`, on the facts of a log.
+    pub fn info(&self, facts: &WindowFacts) -> WindowInfo {
+        let blocked_due_to_count = facts.count > self.max_in_interval;
+        let blocked_due_to_min_difference = self.min_difference > 0
+            && facts
+                .previous
+                .is_some_and(|previous| facts.current - previous < self.min_difference);
+        let until_unblocked = if facts.count >= self.max_in_interval {
+            facts.anchor - facts.current + self.interval
+        } else {
+            0
+        };
+        WindowInfo {
+            blocked: blocked_due_to_count || blocked_due_to_min_difference,
+            blocked_due_to_count,
+            blocked_due_to_min_difference,
+            micros_until_allowed: self.min_difference.max(until_unblocked),
+            actions_remaining: self.max_in_interval.saturating_sub(facts.count) as u32,
+        }
+    }
+
+    /// The index of the anchor in a log of `count` timestamps.
+    pub fn anchor_index(&self, count: usize) -> usize {
+        count.saturating_sub(self.max_in_interval)
+    }
+}
+
+/// One id's log of action timestamps, oldest first, at most `max_in_interval` long.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Timeline {
+    stamps: VecDeque<Micros>,
+}
+
+impl Timeline {
+    /// Attempts an action at `now`: records it (unless it is blocked and the window does not
+    /// record blocked actions) and answers as rolling-rate-limiter's `limitWithInfo`.
+    pub fn attempt(&mut self, window: &RollingWindow, now: Micros) -> WindowInfo {
+        self.forget_before(window.window_start(now));
+        // Equal timestamps may go in any order among themselves: only their values are read.
+        let position = self.stamps.partition_point(|&t| t <= now);
+        self.stamps.insert(position, now);
+        let info = window.info(&self.facts(window));
+        if info.blocked && !window.record_blocked() {
+            self.stamps.remove(position);
+        } else {
+            let excess = self.stamps.len().saturating_sub(window.max_in_interval());
+            self.stamps.drain(..excess);
+        }
+        info
+    }
+
+    /// Answers as rolling-rate-limiter's `wouldLimitWithInfo`: the current action is appended
+    /// after the log, which is left as it is.
+    pub fn peek(&self, window: &RollingWindow, now: Micros) -> WindowInfo {
+        let start = window.window_start(now);
+        let first = self.stamps.partition_point(|&t| t <= start);
+        let in_window = self.stamps.len() - first;
+        let count = in_window + 1;
+        let anchor_index = window.anchor_index(count);
+        let anchor = if anchor_index < in_window {
+            self.stamps[first + anchor_index]
+        } else {
+            now
+        };
+        let previous = if in_window > 0 {
+            self.stamps.back().copied()
+        } else {
+            None
+        };
+        window.info(&WindowFacts {
+            count,
+            current: now,
+            previous,
+            anchor,
+        })
+    }
+
+    /// True when no timestamp is left in the window at `now`: the entry can be dropped.
+    pub fn is_idle(&self, window: &RollingWindow, now: Micros) -> bool {
+        self.stamps
+            .back()
+            .is_none_or(|&newest| newest <= window.window_start(now))
+    }
+
+    pub fn len(&self) -> usize {
+        self.stamps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stamps.is_empty()
+    }
+
+    fn forget_before(&mut self, start: Micros) {
+        let expired = self.stamps.partition_point(|&t| t <= start);
+        self.stamps.drain(..expired);
+    }
+
+    /// The facts of a non-empty sorted log whose newest entry is the current action.
+    fn facts(&self, window: &RollingWindow) -> WindowFacts {
+        let count = self.stamps.len();
+        WindowFacts {
+            count,
+            current: self.stamps[count - 1],
+            previous: count.checked_sub(2).map(|i| self.stamps[i]),
+            anchor: self.stamps[window.anchor_index(count)],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Micros = 1000;
+
+    fn window(interval: f64, max: f64, min_difference: f64) -> RollingWindow {
+        RollingWindow::new(interval, max, min_difference, true).unwrap()
+    }
+
+    fn info(blocked: (bool, bool, bool), wait_ms: i64, remaining: u32) -> (bool, bool, bool, i64, u32) {
+        (blocked.0, blocked.1, blocked.2, wait_ms, remaining)
+    }
+
+    fn summary(i: WindowInfo) -> (bool, bool, bool, i64, u32) {
+        (
+            i.blocked,
+            i.blocked_due_to_count,
+            i.blocked_due_to_min_difference,
+            i.millis_until_allowed(),
+            i.actions_remaining,
+        )
+    }
+
+    const ALLOWED: (bool, bool, bool) = (false, false, false);
+    const BY_COUNT: (bool, bool, bool) = (true, true, false);
+    const BY_MIN_DIFFERENCE: (bool, bool, bool) = (true, false, true);
+
+    // rolling-rate-limiter 0.4.2, "returns info about limiting (no min distance)".
+    #[test]
+    fn info_without_min_difference_matches_rolling_rate_limiter() {
+        let w = window(10.0, 3.0, 0.0);
+        let mut t = Timeline::default();
+        assert_eq!(summary(t.attempt(&w, 0)), info(ALLOWED, 0, 2));
+        assert_eq!(summary(t.attempt(&w, 4 * MS)), info(ALLOWED, 0, 1));
+        assert_eq!(summary(t.attempt(&w, 5 * MS)), info(ALLOWED, 5, 0));
+        assert_eq!(summary(t.attempt(&w, 8 * MS)), info(BY_COUNT, 6, 0));
+        assert_eq!(summary(t.peek(&w, 11 * MS)), info(BY_COUNT, 4, 0));
+        assert_eq!(summary(t.peek(&w, 17 * MS)), info(ALLOWED, 0, 1));
+    }
+
+    // rolling-rate-limiter 0.4.2, "returns info about limiting (with min distance)".
+    #[test]
+    fn info_with_min_difference_matches_rolling_rate_limiter() {
+        let w = window(10.0, 3.0, 2.0);
+        let mut t = Timeline::default();
+        assert_eq!(summary(t.attempt(&w, 0)), info(ALLOWED, 2, 2));
+        assert_eq!(summary(t.attempt(&w, 4 * MS)), info(ALLOWED, 2, 1));
+        assert_eq!(summary(t.attempt(&w, 5 * MS)), info(BY_MIN_DIFFERENCE, 5, 0));
+        assert_eq!(summary(t.attempt(&w, 8 * MS)), info(BY_COUNT, 6, 0));
+        assert_eq!(summary(t.peek(&w, 11 * MS)), info(BY_COUNT, 4, 0));
+        assert_eq!(summary(t.peek(&w, 17 * MS)), info(ALLOWED, 2, 1));
+    }
+
+    // rolling-rate-limiter 0.4.2, "blocked actions count as actions".
+    #[test]
+    fn blocked_actions_count_when_recorded() {
+        let w = window(10.0, 3.0, 0.0);
+        let mut t = Timeline::default();
+        for _ in 0..3 {
+            assert!(!t.attempt(&w, 0).blocked);
+        }
+        assert!(t.attempt(&w, 9 * MS).blocked);
+        assert!(t.attempt(&w, 9 * MS).blocked);
+        assert!(!t.attempt(&w, 10 * MS).blocked);
+        assert!(t.attempt(&w, 10 * MS).blocked);
+    }
+
+    #[test]
+    fn blocked_actions_are_forgotten_without_record_blocked() {
+        let w = RollingWindow::new(10.0, 3.0, 0.0, false).unwrap();
+        let mut t = Timeline::default();
+        for _ in 0..3 {
+            assert!(!t.attempt(&w, 0).blocked);
+        }
+        assert!(t.attempt(&w, 9 * MS).blocked);
+        assert_eq!(t.len(), 3);
+        // The three at 0 have left the window: three more fit.
+        for _ in 0..3 {
+            assert!(!t.attempt(&w, 10 * MS).blocked);
+        }
+        assert!(t.attempt(&w, 10 * MS).blocked);
+    }
+
+    // rolling-rate-limiter 0.4.2, "prevents actions less than minDistance apart".
+    #[test]
+    fn min_difference_blocks_close_actions() {
+        let w = window(10.0, 4.0, 2.0);
+        let mut t = Timeline::default();
+        assert!(!t.attempt(&w, 0).blocked);
+        assert!(t.attempt(&w, 0).blocked);
+        assert!(t.attempt(&w, MS).blocked);
+        assert!(!t.attempt(&w, 3 * MS).blocked);
+        assert!(t.attempt(&w, 3 * MS).blocked);
+    }
+
+    #[test]
+    fn the_log_never_holds_more_than_max_in_interval() {
+        let w = window(1000.0, 5.0, 0.0);
+        let mut t = Timeline::default();
+        for i in 0..1000 {
+            t.attempt(&w, i);
+        }
+        assert_eq!(t.len(), 5);
+        // Capping does not change the answer: the wait runs from the 5th newest attempt.
+        let answer = t.attempt(&w, 1000);
+        assert!(answer.blocked);
+        assert_eq!(answer.micros_until_allowed, 996 - 1000 + 1_000_000);
+    }
+
+    #[test]
+    fn idle_logs_can_be_dropped() {
+        let w = window(10.0, 2.0, 0.0);
+        let mut t = Timeline::default();
+        assert!(t.is_idle(&w, 0));
+        t.attempt(&w, 0);
+        assert!(!t.is_idle(&w, 9 * MS));
+        assert!(t.is_idle(&w, 10 * MS));
+    }
+
+    #[test]
+    fn options_are_validated() {
+        let bad = [
+            (0.0, 1.0, 0.0, "`interval`"),
+            (-1.0, 1.0, 0.0, "`interval`"),
+            (f64::NAN, 1.0, 0.0, "`interval`"),
+            (10.0, 0.0, 0.0, "`maxInInterval`"),
+            (10.0, 1.5, 0.0, "`maxInInterval`"),
+            (10.0, 2e6, 0.0, "`maxInInterval`"),
+            (10.0, f64::INFINITY, 0.0, "`maxInInterval`"),
+            (10.0, 1.0, -1.0, "`minDifference`"),
+        ];
+        for (interval, max, min_difference, name) in bad {
+            let err = RollingWindow::new(interval, max, min_difference, true).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidOption);
+            assert!(err.message.contains(name), "{}", err.message);
+        }
+    }
+}
