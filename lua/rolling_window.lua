@@ -70,5 +70,8 @@ if blocked and ARGV[6] == '0' then
 elseif count > max_in_interval then
   redis.call('ZREMRANGEBYRANK', key, 0, count - max_in_interval - 1)
 end
-redis.call('PEXPIRE', key, math.ceil(interval / 1000))
+-- The log matters for `interval` after its newest entry. The TTL is rolling-rate-limiter's
+-- (interval in whole seconds, rounded up) plus one second, so that a key outlives clock skew and
+-- calls whose `now` runs ahead of the server's clock (as in tests) by up to a second.
+redis.call('EXPIRE', key, math.ceil(interval / 1000000) + 1)
 return { count, current, previous, anchor }

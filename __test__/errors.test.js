@@ -1,0 +1,239 @@
+'use strict'
+
+// Bad input gets a TypeError or RangeError with a stable code; Redis trouble gets
+// ERR_STORE_UNAVAILABLE within commandTimeoutMs, and the limiter recovers by itself.
+
+const { describe, it, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+
+const { RateLimiter, InMemoryRateLimiter, RedisRateLimiter, RedisStore, RollingWindow } = require('..')
+const { startRedis, freePort } = require('./helpers/redis-server.js')
+
+const valid = { interval: 1000, maxInInterval: 10 }
+
+describe('constructor options', () => {
+  const cases = [
+    ['options missing', undefined, 'TypeError', 'ERR_INVALID_OPTION'],
+    ['options null', null, 'TypeError', 'ERR_INVALID_OPTION'],
+    ['options an array', [], 'TypeError', 'ERR_INVALID_OPTION'],
+    ['interval missing', { maxInInterval: 1 }, 'TypeError', 'ERR_INVALID_OPTION', /`interval`/],
+    ['maxInInterval missing', { interval: 1 }, 'TypeError', 'ERR_INVALID_OPTION', /`maxInInterval`/],
+    ['interval a string', { ...valid, interval: '1000' }, 'TypeError', 'ERR_INVALID_OPTION', /`interval`/],
+    ['interval zero', { ...valid, interval: 0 }, 'RangeError', 'ERR_INVALID_OPTION', /`interval`/],
+    ['interval negative', { ...valid, interval: -1 }, 'RangeError', 'ERR_INVALID_OPTION', /`interval`/],
+    ['interval NaN', { ...valid, interval: NaN }, 'RangeError', 'ERR_INVALID_OPTION', /`interval`/],
+    ['interval Infinity', { ...valid, interval: Infinity }, 'RangeError', 'ERR_INVALID_OPTION', /`interval`/],
+    ['interval huge', { ...valid, interval: 1e15 }, 'RangeError', 'ERR_INVALID_OPTION', /`interval`/],
+    ['maxInInterval zero', { ...valid, maxInInterval: 0 }, 'RangeError', 'ERR_INVALID_OPTION', /`maxInInterval`/],
+    ['maxInInterval negative', { ...valid, maxInInterval: -1 }, 'RangeError', 'ERR_INVALID_OPTION', /`maxInInterval`/],
+    ['maxInInterval fractional', { ...valid, maxInInterval: 2.5 }, 'RangeError', 'ERR_INVALID_OPTION', /`maxInInterval`/],
+    ['maxInInterval huge', { ...valid, maxInInterval: 2 ** 40 }, 'RangeError', 'ERR_INVALID_OPTION', /`maxInInterval`/],
+    ['minDifference negative', { ...valid, minDifference: -1 }, 'RangeError', 'ERR_INVALID_OPTION', /`minDifference`/],
+    ['recordBlocked not a boolean', { ...valid, recordBlocked: 'yes' }, 'TypeError', 'ERR_INVALID_OPTION', /`recordBlocked`/],
+    ['clock redis in memory', { ...valid, clock: 'redis' }, 'RangeError', 'ERR_INVALID_OPTION', /`clock/],
+    ['an unknown option', { ...valid, maxInIntervall: 5 }, 'TypeError', 'ERR_UNKNOWN_OPTION', /`maxInIntervall`/],
+  ]
+  for (const [name, options, errorName, code, message] of cases) {
+    it(`rejects ${name}`, () => {
+      for (const construct of [() => new RateLimiter(options), () => new InMemoryRateLimiter(options)]) {
+        assert.throws(construct, (error) => {
+          assert.equal(error.name, errorName)
+          assert.equal(error.code, code)
+          if (message) assert.match(error.message, message)
+          return true
+        })
+      }
+    })
+  }
+
+  it('accepts minDifference missing or zero', () => {
+    new RateLimiter(valid)
+    new RateLimiter({ ...valid, minDifference: 0 })
+  })
+
+  it('rejects a bad client', () => {
+    for (const client of [42, true, () => {}, new Date()]) {
+      assert.throws(() => new RedisRateLimiter({ ...valid, client }), { name: 'TypeError', code: 'ERR_INVALID_OPTION' })
+    }
+    assert.throws(() => new RedisRateLimiter(valid), { name: 'TypeError', code: 'ERR_INVALID_OPTION', message: /`client`/ })
+    assert.throws(() => new InMemoryRateLimiter({ ...valid, client: 'redis://127.0.0.1:1' }), { code: 'ERR_INVALID_OPTION' })
+  })
+
+  it('rejects bad Redis options', () => {
+    const cases = [
+      [{ port: 0 }, 'RangeError', /`port`/],
+      [{ port: 70000 }, 'RangeError', /`port`/],
+      [{ port: '6379' }, 'TypeError', /`port`/],
+      [{ db: -1 }, 'RangeError', /`db`/],
+      [{ commandTimeoutMs: 0 }, 'RangeError', /`commandTimeoutMs`/],
+      [{ connectTimeoutMs: NaN }, 'RangeError', /`connectTimeoutMs`/],
+      [{ cluster: 'redis://x' }, 'TypeError', /`cluster`/],
+      [{ cluster: [] }, 'RangeError', /`cluster`/],
+      [{ url: 'http://example.test' }, 'RangeError', /`url`/],
+      [{ hots: 'localhost' }, 'TypeError', /`hots`/],
+    ]
+    for (const [options, name, message] of cases) {
+      assert.throws(() => new RedisStore(options), (error) => {
+        assert.equal(error.name, name, JSON.stringify(options))
+        assert.match(error.code, /^ERR_(INVALID|UNKNOWN)_OPTION$/)
+        assert.match(error.message, message)
+        return true
+      })
+    }
+  })
+
+  it('never echoes a password from a URL', () => {
+    assert.throws(() => new RedisStore('bogus://user:hunter2@example.test'), (error) => {
+      assert.doesNotMatch(error.message, /hunter2/)
+      return true
+    })
+  })
+})
+
+describe('call arguments', () => {
+  const limiter = new RateLimiter(valid)
+  const cases = [
+    ['an empty id', '', 'RangeError', 'ERR_INVALID_ID'],
+    ['an id over 1 KiB', 'x'.repeat(1025), 'RangeError', 'ERR_INVALID_ID'],
+    ['an id over 1 KiB in UTF-8', 'é'.repeat(513), 'RangeError', 'ERR_INVALID_ID'],
+    ['a NaN id', NaN, 'RangeError', 'ERR_INVALID_ID'],
+    ['an Infinity id', Infinity, 'RangeError', 'ERR_INVALID_ID'],
+    ['a null id', null, 'TypeError', 'ERR_INVALID_ID'],
+    ['an object id', {}, 'TypeError', 'ERR_INVALID_ID'],
+    ['a boolean id', true, 'TypeError', 'ERR_INVALID_ID'],
+    ['a symbol id', Symbol('id'), 'TypeError', 'ERR_INVALID_ID'],
+  ]
+  for (const [name, id, errorName, code] of cases) {
+    it(`rejects ${name} in every method`, async () => {
+      for (const method of ['limit', 'limitWithInfo', 'wouldLimit', 'wouldLimitWithInfo', 'clear']) {
+        await assert.rejects(limiter[method](id), { name: errorName, code }, method)
+      }
+    })
+  }
+
+  it('accepts an id of exactly 1 KiB', async () => {
+    assert.equal(await limiter.limit('x'.repeat(1024)), false)
+  })
+
+  it('rejects a bad { now }', async () => {
+    for (const now of [-1, NaN, Infinity, 1e16]) {
+      await assert.rejects(limiter.limit('a', { now }), { name: 'RangeError', code: 'ERR_INVALID_ARGUMENT' })
+    }
+    await assert.rejects(limiter.limit('a', { now: '5' }), { name: 'TypeError', code: 'ERR_INVALID_ARGUMENT' })
+    await assert.rejects(limiter.limit('a', { when: 5 }), { name: 'TypeError', code: 'ERR_UNKNOWN_OPTION' })
+    await assert.rejects(limiter.limit('a', 5), { name: 'TypeError', code: 'ERR_INVALID_ARGUMENT' })
+  })
+
+  it('leaves the limit untouched after a rejected call', async () => {
+    const one = new RateLimiter({ interval: 1000, maxInInterval: 1 })
+    await assert.rejects(one.limit('a', { now: -1 }))
+    assert.equal(await one.limit('a', { now: 0 }), false)
+  })
+})
+
+describe('Redis unavailable', () => {
+  it('rejects with ERR_STORE_UNAVAILABLE when nothing listens, with the cause', async () => {
+    const port = await freePort()
+    const limiter = new RedisRateLimiter({ ...valid, client: { port, commandTimeoutMs: 300 } })
+    await assert.rejects(limiter.limit('a'), (error) => {
+      assert.equal(error.code, 'ERR_STORE_UNAVAILABLE')
+      assert.ok(error.cause instanceof Error, 'has a cause')
+      assert.match(error.message, new RegExp(`127\\.0\\.0\\.1:${port}`))
+      return true
+    })
+  })
+
+  it('RedisStore.connect rejects without the password in the message', async () => {
+    const port = await freePort()
+    await assert.rejects(RedisStore.connect(`redis://user:hunter2@127.0.0.1:${port}`), (error) => {
+      assert.equal(error.code, 'ERR_STORE_UNAVAILABLE')
+      assert.doesNotMatch(error.message, /hunter2/)
+      assert.doesNotMatch(String(error.cause && error.cause.message), /hunter2/)
+      return true
+    })
+  })
+
+  it('rejects within commandTimeoutMs when Redis hangs, then recovers when it answers again', async () => {
+    const server = await startRedis()
+    try {
+      const store = await RedisStore.connect({ url: server.url, commandTimeoutMs: 300 })
+      const limiter = new RedisRateLimiter({ ...valid, client: store, namespace: 'hang:' })
+      assert.equal(await limiter.limit('a'), false)
+      process.kill(server.pid, 'SIGSTOP')
+      try {
+        await assert.rejects(limiter.limit('a'), { code: 'ERR_STORE_UNAVAILABLE' })
+      } finally {
+        process.kill(server.pid, 'SIGCONT')
+      }
+      let answer
+      for (let attempt = 0; attempt < 50 && answer === undefined; attempt++) {
+        answer = await limiter.limit('a').catch(() => undefined)
+      }
+      assert.equal(answer, false)
+      await store.close()
+    } finally {
+      await server.stop()
+    }
+  })
+
+  it('recovers by itself when Redis is stopped mid-run and restarted', async () => {
+    const server = await startRedis()
+    try {
+      const store = await RedisStore.connect({ url: server.url, commandTimeoutMs: 500 })
+      const limiter = new RedisRateLimiter({ interval: 60_000, maxInInterval: 2, client: store, namespace: 'restart:' })
+      assert.equal(await limiter.limit('a'), false)
+      await server.stop()
+      await assert.rejects(limiter.limit('a'), { code: 'ERR_STORE_UNAVAILABLE' })
+      await server.restart()
+      // Reconnection happens in the background: retry for a while (no sleep-based assertion).
+      let answer
+      for (let attempt = 0; attempt < 100 && answer === undefined; attempt++) {
+        answer = await limiter.limit('a').catch(async () => {
+          await new Promise((resolve) => setTimeout(resolve, 50))
+          return undefined
+        })
+      }
+      // The restarted server kept nothing (no persistence): the script was loaded again
+      // (NOSCRIPT) and the log starts afresh.
+      assert.equal(answer, false)
+      assert.equal(await server.cli('ZCARD', 'restart:a'), '1')
+      await store.close()
+    } finally {
+      await server.stop()
+    }
+  })
+
+  it('rejects calls on a closed store with ERR_STORE_CLOSED', async () => {
+    const server = await startRedis()
+    try {
+      const store = new RedisStore(server.url)
+      const limiter = new RedisRateLimiter({ ...valid, client: store })
+      await store.close()
+      assert.equal(store.closed, true)
+      await assert.rejects(limiter.limit('a'), { code: 'ERR_STORE_CLOSED' })
+    } finally {
+      await server.stop()
+    }
+  })
+
+  it('answers ERR_STORE_ERROR when the key holds another type', async () => {
+    const server = await startRedis()
+    try {
+      await server.cli('SET', 'wrong:a', 'a string')
+      const limiter = new RedisRateLimiter({ ...valid, client: server.url, namespace: 'wrong:' })
+      await assert.rejects(limiter.limit('a'), (error) => {
+        assert.equal(error.code, 'ERR_STORE_ERROR')
+        assert.match(error.message, /WRONGTYPE/)
+        return true
+      })
+    } finally {
+      await server.stop()
+    }
+  })
+})
+
+describe('the native class directly', () => {
+  it('validates its options too', () => {
+    assert.throws(() => new RollingWindow({ interval: 1 }), { code: 'ERR_INVALID_OPTION' })
+  })
+})

@@ -1,0 +1,60 @@
+'use strict'
+
+// Limiters never keep Node running: a script that builds limiters and uses them ends by itself.
+
+const { it, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn } = require('node:child_process')
+const path = require('node:path')
+
+const { startRedis } = require('./helpers/redis-server.js')
+
+let server
+before(async () => {
+  server = await startRedis()
+})
+after(async () => {
+  await server.stop()
+})
+
+/** Runs `code` in a fresh node; resolves its exit code, or 'hung' if it is still running after 30 s. */
+function runScript(code) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['-e', code], { cwd: path.join(__dirname, '..'), stdio: ['ignore', 'pipe', 'inherit'] })
+    let output = ''
+    child.stdout.on('data', (chunk) => (output += chunk))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      resolve({ code: 'hung', output })
+    }, 30_000)
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      resolve({ code, output })
+    })
+  })
+}
+
+it('exits with in-memory and Redis limiters alive and their connections open', async () => {
+  const { code, output } = await runScript(`
+    const { RateLimiter, RedisRateLimiter, RedisStore } = require('.')
+    ;(async () => {
+      const memory = new RateLimiter({ interval: 60000, maxInInterval: 5 })
+      const store = await RedisStore.connect('${server.url}')
+      const redis = new RedisRateLimiter({ client: store, interval: 60000, maxInInterval: 5 })
+      const other = new RedisRateLimiter({ client: '${server.url}', interval: 60000, maxInInterval: 5 })
+      console.log(await memory.limit('a'), await redis.limit('a'), await other.limit('b'))
+    })()
+  `)
+  assert.equal(code, 0)
+  assert.equal(output.trim(), 'false false false')
+})
+
+it('exits when Redis cannot be reached', async () => {
+  const { code, output } = await runScript(`
+    const { RedisRateLimiter } = require('.')
+    const limiter = new RedisRateLimiter({ client: { port: 1, commandTimeoutMs: 200 }, interval: 1000, maxInInterval: 1 })
+    limiter.limit('a').catch((error) => console.log(error.code))
+  `)
+  assert.equal(code, 0)
+  assert.equal(output.trim(), 'ERR_STORE_UNAVAILABLE')
+})

@@ -1,0 +1,248 @@
+'use strict'
+
+// rolling-rate-limiter 0.4.2's own test cases ("sharedExamples"), with time injected through
+// `{ now }`, run on every store and client form; then what the Redis layout must guarantee.
+
+const { describe, it, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const IORedis = require('ioredis')
+const { createClient } = require('redis')
+
+const { InMemoryRateLimiter, RedisRateLimiter, IORedisRateLimiter, NodeRedisRateLimiter, RateLimiter, RedisStore } = require('..')
+const { startRedis } = require('./helpers/redis-server.js')
+
+let server
+let ioredis
+let nodeRedis
+let store
+let namespaceCounter = 0
+
+before(async () => {
+  server = await startRedis()
+  ioredis = new IORedis(server.port, '127.0.0.1')
+  nodeRedis = createClient({ url: server.url })
+  await nodeRedis.connect()
+  store = await RedisStore.connect(server.url)
+})
+
+after(async () => {
+  await store.close()
+  ioredis.disconnect()
+  await nodeRedis.quit()
+  await server.stop()
+})
+
+function uniqueNamespace() {
+  namespaceCounter += 1
+  return `test-${namespaceCounter}:`
+}
+
+const stores = {
+  'InMemoryRateLimiter': (options) => new InMemoryRateLimiter(options),
+  'RateLimiter (in memory by default)': (options) => new RateLimiter(options),
+  'RedisRateLimiter on a URL': (options) => new RedisRateLimiter({ client: server.url, namespace: uniqueNamespace(), ...options }),
+  'RedisRateLimiter on a RedisStore': (options) => new RedisRateLimiter({ client: store, namespace: uniqueNamespace(), ...options }),
+  'RedisRateLimiter on an options object': (options) =>
+    new RedisRateLimiter({ client: { host: '127.0.0.1', port: server.port }, namespace: uniqueNamespace(), ...options }),
+  'IORedisRateLimiter on an ioredis client': (options) => new IORedisRateLimiter({ client: ioredis, namespace: uniqueNamespace(), ...options }),
+  'NodeRedisRateLimiter on a node-redis client': (options) => new NodeRedisRateLimiter({ client: nodeRedis, namespace: uniqueNamespace(), ...options }),
+  'RedisRateLimiter with the local clock': (options) =>
+    new RedisRateLimiter({ client: store, namespace: uniqueNamespace(), clock: 'local', ...options }),
+}
+
+const allowed = (millisecondsUntilAllowed, actionsRemaining) => ({
+  blocked: false,
+  blockedDueToCount: false,
+  blockedDueToMinDifference: false,
+  millisecondsUntilAllowed,
+  actionsRemaining,
+})
+const blockedByCount = (millisecondsUntilAllowed) => ({
+  blocked: true,
+  blockedDueToCount: true,
+  blockedDueToMinDifference: false,
+  millisecondsUntilAllowed,
+  actionsRemaining: 0,
+})
+const blockedByMinDifference = (millisecondsUntilAllowed, actionsRemaining) => ({
+  blocked: true,
+  blockedDueToCount: false,
+  blockedDueToMinDifference: true,
+  millisecondsUntilAllowed,
+  actionsRemaining,
+})
+
+for (const [name, create] of Object.entries(stores)) {
+  describe(name, () => {
+    const id = 1
+    const id2 = 2
+    const at = (now) => ({ now })
+
+    it('prevents more than maxInInterval actions within interval', async () => {
+      const limiter = create({ interval: 10, maxInInterval: 2 })
+      assert.equal(await limiter.limit(id, at(0)), false)
+      assert.equal(await limiter.wouldLimit(id, at(1)), false)
+      assert.equal(await limiter.limit(id, at(1)), false)
+      assert.equal(await limiter.wouldLimit(id, at(9)), true)
+      assert.equal(await limiter.wouldLimit(id, at(10)), false)
+      assert.equal(await limiter.limit(id, at(10)), false)
+    })
+
+    it('blocked actions count as actions', async () => {
+      const limiter = create({ interval: 10, maxInInterval: 3 })
+      for (let i = 0; i < 3; i++) assert.equal(await limiter.limit(id, at(0)), false)
+      assert.equal(await limiter.limit(id, at(9)), true)
+      assert.equal(await limiter.limit(id, at(9)), true)
+      // The first three left the window, the two blocked ones remain: one more fits.
+      assert.equal(await limiter.limit(id, at(10)), false)
+      assert.equal(await limiter.limit(id, at(10)), true)
+    })
+
+    it('does not count blocked actions with recordBlocked: false', async () => {
+      const limiter = create({ interval: 10, maxInInterval: 3, recordBlocked: false })
+      for (let i = 0; i < 3; i++) assert.equal(await limiter.limit(id, at(0)), false)
+      assert.equal(await limiter.limit(id, at(9)), true)
+      assert.equal(await limiter.limit(id, at(9)), true)
+      for (let i = 0; i < 3; i++) assert.equal(await limiter.limit(id, at(10)), false)
+      assert.equal(await limiter.limit(id, at(10)), true)
+    })
+
+    it('prevents actions less than minDifference apart', async () => {
+      const limiter = create({ interval: 10, maxInInterval: 4, minDifference: 2 })
+      assert.equal(await limiter.limit(id, at(0)), false)
+      assert.equal(await limiter.limit(id, at(0)), true)
+      assert.equal(await limiter.limit(id, at(1)), true)
+      assert.equal(await limiter.limit(id, at(3)), false)
+      assert.equal(await limiter.limit(id, at(3)), true)
+    })
+
+    it('keeps separate counts for separate ids', async () => {
+      const limiter = create({ interval: 5, maxInInterval: 2 })
+      assert.equal(await limiter.limit(id, at(0)), false)
+      assert.equal(await limiter.limit(id, at(0)), false)
+      assert.equal(await limiter.limit(id, at(0)), true)
+      assert.equal(await limiter.limit(id2, at(1)), false)
+      assert.equal(await limiter.limit(id2, at(1)), false)
+      assert.equal(await limiter.limit(id2, at(1)), true)
+      assert.equal(await limiter.limit(id, at(5)), false)
+      assert.equal(await limiter.limit(id2, at(5)), true)
+    })
+
+    it('treats the number 1 and the string "1" as the same id', async () => {
+      const limiter = create({ interval: 10, maxInInterval: 1 })
+      assert.equal(await limiter.limit(1, at(0)), false)
+      assert.equal(await limiter.limit('1', at(1)), true)
+    })
+
+    it('returns info about limiting (no min distance)', async () => {
+      const limiter = create({ interval: 10, maxInInterval: 3 })
+      assert.deepEqual(await limiter.limitWithInfo(id, at(0)), allowed(0, 2))
+      assert.deepEqual(await limiter.limitWithInfo(id, at(4)), allowed(0, 1))
+      assert.deepEqual(await limiter.limitWithInfo(id, at(5)), allowed(5, 0))
+      assert.deepEqual(await limiter.limitWithInfo(id, at(8)), blockedByCount(6))
+      assert.deepEqual(await limiter.wouldLimitWithInfo(id, at(11)), blockedByCount(4))
+      assert.deepEqual(await limiter.wouldLimitWithInfo(id, at(17)), allowed(0, 1))
+    })
+
+    it('returns info about limiting (with min distance)', async () => {
+      const limiter = create({ interval: 10, maxInInterval: 3, minDifference: 2 })
+      assert.deepEqual(await limiter.limitWithInfo(id, at(0)), allowed(2, 2))
+      assert.deepEqual(await limiter.limitWithInfo(id, at(4)), allowed(2, 1))
+      assert.deepEqual(await limiter.limitWithInfo(id, at(5)), blockedByMinDifference(5, 0))
+      assert.deepEqual(await limiter.limitWithInfo(id, at(8)), blockedByCount(6))
+      assert.deepEqual(await limiter.wouldLimitWithInfo(id, at(11)), blockedByCount(4))
+      assert.deepEqual(await limiter.wouldLimitWithInfo(id, at(17)), allowed(2, 1))
+    })
+
+    it('rounds waits up to whole milliseconds, with fractional now', async () => {
+      const limiter = create({ interval: 10, maxInInterval: 2 })
+      assert.deepEqual(await limiter.limitWithInfo(id, at(0.4)), allowed(0, 1))
+      // The window is full until 10.4 ms: from 1 ms that is 9.4 ms, reported as 10.
+      assert.deepEqual(await limiter.limitWithInfo(id, at(1)), allowed(10, 0))
+    })
+
+    it('clears an id', async () => {
+      const limiter = create({ interval: 10, maxInInterval: 1 })
+      assert.equal(await limiter.limit(id, at(0)), false)
+      assert.equal(await limiter.limit(id2, at(0)), false)
+      await limiter.clear(id)
+      assert.equal(await limiter.limit(id, at(1)), false)
+      assert.equal(await limiter.limit(id2, at(1)), true)
+    })
+
+    it('limits the global id when no id is given', async () => {
+      const limiter = create({ interval: 10, maxInInterval: 1 })
+      assert.equal(await limiter.limit(undefined, at(0)), false)
+      assert.equal(await limiter.limit(undefined, at(1)), true)
+      assert.equal(await limiter.limit('someone', at(1)), false)
+    })
+
+    it('exposes the options as rolling-rate-limiter does (microseconds)', () => {
+      const limiter = create({ interval: 10, maxInInterval: 3, minDifference: 2 })
+      assert.equal(limiter.interval, 10_000)
+      assert.equal(limiter.maxInInterval, 3)
+      assert.equal(limiter.minDifference, 2_000)
+    })
+  })
+}
+
+describe('the Redis layout', () => {
+  it("is rolling-rate-limiter's: a sorted set at namespace + id, scored in microseconds", async () => {
+    const limiter = new RedisRateLimiter({ client: store, namespace: 'layout:', interval: 60_000, maxInInterval: 5 })
+    const now = 1_700_000_000_123.456
+    await limiter.limit('user', { now })
+    await limiter.limit('user', { now: now + 1 })
+    assert.equal(await server.cli('TYPE', 'layout:user'), 'zset')
+    const [first, firstScore, second, secondScore] = (await server.cli('ZRANGE', 'layout:user', '0', '-1', 'WITHSCORES')).split('\n')
+    assert.equal(Number(firstScore), 1_700_000_000_123_456)
+    assert.equal(Number(secondScore), 1_700_000_000_124_456)
+    assert.match(first, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-8[0-9a-f]{3}-[0-9a-f]{12}$/)
+    assert.notEqual(first, second)
+  })
+
+  it('sets a TTL of interval (in seconds, rounded up) + 1 s on every key it writes, and writes nothing on peeks', async () => {
+    const limiter = new RedisRateLimiter({ client: store, namespace: 'ttl:', interval: 89_500, maxInInterval: 5 })
+    await limiter.limit('a')
+    const ttl = Number(await server.cli('PTTL', 'ttl:a'))
+    assert.ok(ttl > 90_000 && ttl <= 91_000, `PTTL ${ttl}`)
+    await limiter.wouldLimit('b')
+    assert.equal(await server.cli('EXISTS', 'ttl:b'), '0')
+  })
+
+  it('keeps at most maxInInterval members per id, however many attempts are blocked', async () => {
+    const limiter = new RedisRateLimiter({ client: store, namespace: 'cap:', interval: 60_000, maxInInterval: 3 })
+    for (let i = 0; i < 50; i++) await limiter.limit('flood', { now: 1000 + i })
+    assert.equal(await server.cli('ZCARD', 'cap:flood'), '3')
+    // The answer is the one the uncapped log of 50 gives: timestamps[51 - 3] is the attempt at
+    // 1048 ms.
+    assert.deepEqual(await limiter.wouldLimitWithInfo('flood', { now: 1050 }), blockedByCount(60_000 - 2))
+  })
+
+  it('uses the Redis server clock by default', async () => {
+    const limiter = new RedisRateLimiter({ client: store, namespace: 'clock:', interval: 60_000, maxInInterval: 5 })
+    await limiter.limit('x')
+    const [seconds, micros] = (await server.cli('TIME')).split('\n').map(Number)
+    const serverNow = seconds * 1e6 + micros
+    const score = Number((await server.cli('ZRANGE', 'clock:x', '0', '0', 'WITHSCORES')).split('\n')[1])
+    assert.ok(score <= serverNow && serverNow - score < 5e6, `score ${score}, server time ${serverNow}`)
+  })
+
+  it('builds one store per client object and per URL', () => {
+    const a = new RedisRateLimiter({ client: ioredis, namespace: 'a:', interval: 1000, maxInInterval: 1 })
+    const b = new RedisRateLimiter({ client: ioredis, namespace: 'b:', interval: 1000, maxInInterval: 1 })
+    assert.equal(a.detectedClientType, 'ioredis')
+    assert.equal(a.namespace, 'a:')
+    assert.equal(RedisRateLimiter.determineRedisClientType(nodeRedis), 'node-redis')
+    assert.equal(RedisRateLimiter.determineRedisClientType({ connect() {} }), null)
+    assert.ok(a.window && b.window)
+  })
+})
+
+describe('the in-memory store', () => {
+  it('does not grow without bound', async () => {
+    const limiter = new InMemoryRateLimiter({ interval: 10, maxInInterval: 1 })
+    for (let i = 0; i < 20_000; i++) await limiter.limit(`id-${i}`, { now: i })
+    // Every id is idle 10 ms after its call; sweeps keep the map within twice the threshold.
+    assert.ok(limiter.trackedIds <= 2048, `${limiter.trackedIds} ids tracked`)
+  })
+})

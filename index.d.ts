@@ -1,0 +1,243 @@
+// ratekeeper: fast, correct, distributed rate limiting on Redis or in memory.
+//
+// The native classes (RedisStore, RollingWindow) and their option types are documented in
+// binding.d.ts, generated from the Rust doc comments. This file documents the JavaScript layer:
+// rolling-rate-limiter's API (0.4 classes and the original callback form) and the Express
+// middleware.
+
+import type { CallOptionsObject, RateLimitInfo, RedisOptions, RedisStore, RollingWindow } from './binding'
+
+export * from './binding'
+
+/** An id: a non-empty string of at most 1 KiB, or a finite number (`1` and `'1'` are the same id). */
+export type Id = string | number
+
+/**
+ * Where a Redis-backed limiter keeps its state: a shared {@link RedisStore}, a Redis URL, an
+ * options object, or an existing ioredis / node-redis client (single node or cluster), whose
+ * connection settings are read so that ratekeeper opens its own connection to the same server.
+ * Limiters given the same URL or client object share one connection.
+ */
+export type RedisClientLike = RedisStore | string | RedisOptions | object
+
+/**
+ * rolling-rate-limiter 0.4's options.
+ *
+ * Errors: `ERR_INVALID_OPTION` (`TypeError` for a wrong type, `RangeError` out of range) and
+ * `ERR_UNKNOWN_OPTION` for a key that is no option, thrown by the constructor.
+ */
+export interface RateLimiterOptions {
+  /** The window's length in milliseconds (> 0). Required. */
+  interval: number
+  /** How many actions the window admits: a whole number from 1 to 1,000,000. Required. */
+  maxInInterval: number
+  /** The least time between two consecutive actions, in milliseconds. Default `0`. */
+  minDifference?: number
+  /**
+   * Whether blocked attempts are recorded and count against later ones. Default `true` (as
+   * rolling-rate-limiter); `false` lets a client that keeps calling too fast still get its share.
+   */
+  recordBlocked?: boolean
+  /** Redis key prefix: the key of an id is `namespace + id`. Default `'ratekeeper:'`. */
+  namespace?: string
+  /**
+   * On Redis, whose clock decides when a call gives no `now`: `'redis'` (the server's; default)
+   * or `'local'` (this host's).
+   */
+  clock?: 'redis' | 'local'
+  /** Keep state in Redis (see {@link RedisClientLike}). Default: in memory. */
+  client?: RedisClientLike
+}
+
+export interface RedisRateLimiterOptions extends RateLimiterOptions {
+  /** Required. */
+  client: RedisClientLike
+}
+
+/** Per-call options: `{ now }` in milliseconds since the epoch overrides the clock (for tests). */
+export type CallOptions = CallOptionsObject
+
+/**
+ * rolling-rate-limiter's rate limiter: at most `maxInInterval` actions in any rolling `interval`,
+ * and at least `minDifference` between two actions, per id. In memory unless `client` is given.
+ *
+ * Called without `new`, it is the original callback API of the ClassDojo post (see
+ * {@link LimiterFunction}).
+ *
+ * ```js
+ * const { RateLimiter } = require('ratekeeper')
+ * const limiter = new RateLimiter({ interval: 60_000, maxInInterval: 10, minDifference: 1000 })
+ * if (await limiter.limit(userId)) return res.status(429).end()
+ * ```
+ */
+export declare const RateLimiter: {
+  new (options: RateLimiterOptions): RateLimiter
+  (options: CallbackLimiterOptions): LimiterFunction
+  prototype: RateLimiter
+}
+export interface RateLimiter {
+  /** The window in microseconds, as rolling-rate-limiter exposes it. */
+  readonly interval: number
+  readonly maxInInterval: number
+  /** In microseconds, as rolling-rate-limiter exposes it. */
+  readonly minDifference: number
+  /** The native limiter underneath. */
+  readonly window: RollingWindow
+  /**
+   * Attempts an action for `id`; resolves `true` when it is blocked. The attempt is recorded
+   * (blocked ones too, unless `recordBlocked: false`). Without an id, one global limit is used.
+   *
+   * ```js
+   * if (await limiter.limit(req.ip)) return res.status(429).end()
+   * ```
+   */
+  limit(id?: Id, options?: CallOptions): Promise<boolean>
+  /**
+   * Attempts an action for `id` and explains the answer.
+   *
+   * ```js
+   * const { blocked, millisecondsUntilAllowed, actionsRemaining } = await limiter.limitWithInfo('user-1')
+   * ```
+   */
+  limitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
+  /** Whether an action would be blocked now; records nothing. */
+  wouldLimit(id?: Id, options?: CallOptions): Promise<boolean>
+  /** What `limitWithInfo` would answer now; records nothing. */
+  wouldLimitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
+  /** Forgets every action of `id`. */
+  clear(id?: Id): Promise<void>
+}
+
+/** rolling-rate-limiter's in-memory limiter (the default store of {@link RateLimiter}). */
+export declare class InMemoryRateLimiter implements RateLimiter {
+  constructor(options: Omit<RateLimiterOptions, 'client' | 'clock'>)
+  readonly interval: number
+  readonly maxInInterval: number
+  readonly minDifference: number
+  readonly window: RollingWindow
+  /** How many ids hold state in memory; idle ones are dropped as the map grows. */
+  readonly trackedIds: number
+  limit(id?: Id, options?: CallOptions): Promise<boolean>
+  limitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
+  wouldLimit(id?: Id, options?: CallOptions): Promise<boolean>
+  wouldLimitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
+  clear(id?: Id): Promise<void>
+}
+
+/**
+ * rolling-rate-limiter's Redis limiter. The key layout is the same (a sorted set per id at
+ * `namespace + id`, scored in microseconds), so both libraries can share live data.
+ *
+ * Calls reject with `ERR_STORE_UNAVAILABLE` (the redis error as `cause`) when Redis does not
+ * answer within `commandTimeoutMs` (default 1000), and work again once Redis is back.
+ *
+ * ```js
+ * const Redis = require('ioredis')
+ * const limiter = new RedisRateLimiter({ client: new Redis(), namespace: 'push:', interval: 3000, maxInInterval: 2 })
+ * ```
+ */
+export declare class RedisRateLimiter implements RateLimiter {
+  constructor(options: RedisRateLimiterOptions)
+  /** rolling-rate-limiter's duck typing: `'ioredis'`, `'node-redis'`, their cluster forms, or `null`. */
+  static determineRedisClientType(client: unknown): string | null
+  readonly interval: number
+  readonly maxInInterval: number
+  readonly minDifference: number
+  readonly window: RollingWindow
+  readonly namespace: string
+  /** The kind of client given as `client`, or `null` for a URL, options or a RedisStore. */
+  readonly detectedClientType: string | null
+  limit(id?: Id, options?: CallOptions): Promise<boolean>
+  limitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
+  wouldLimit(id?: Id, options?: CallOptions): Promise<boolean>
+  wouldLimitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
+  clear(id?: Id): Promise<void>
+}
+/** Alias of {@link RedisRateLimiter} (rolling-rate-limiter 0.4's node-redis class). */
+export declare const NodeRedisRateLimiter: typeof RedisRateLimiter
+/** Alias of {@link RedisRateLimiter} (rolling-rate-limiter 0.4's ioredis class). */
+export declare const IORedisRateLimiter: typeof RedisRateLimiter
+
+/** Options of the callback form: as {@link RateLimiterOptions}, with `redis` instead of `client`. */
+export interface CallbackLimiterOptions extends Omit<RateLimiterOptions, 'client'> {
+  /** Keep state in Redis (see {@link RedisClientLike}). Default: in memory. */
+  redis?: RedisClientLike
+}
+
+/**
+ * The limiter function of the original callback API: attempts an action for `id` (or for the one
+ * global limit when `id` is omitted) and resolves `timeLeft`, the milliseconds until an action
+ * would be allowed (`0` when this one is). Given a callback, it also calls
+ * `callback(err, timeLeft, actionsLeft)`; the promise then never rejects.
+ *
+ * ```js
+ * const RateLimiter = require('ratekeeper')
+ * const limiter = RateLimiter({ redis: 'redis://127.0.0.1:6379', namespace: 'UserLoginLimiter', interval: 1000, maxInInterval: 10, minDifference: 100 })
+ * limiter(userId, (err, timeLeft) => {
+ *   if (err) { // redis failed or similar
+ *   } else if (timeLeft > 0) { // limit exceeded: wait timeLeft ms
+ *   } else { // allowed
+ *   }
+ * })
+ * ```
+ */
+export interface LimiterFunction {
+  (id?: Id, callback?: (err: Error | null, timeLeft?: number, actionsLeft?: number) => void): Promise<number | undefined>
+  (callback: (err: Error | null, timeLeft?: number, actionsLeft?: number) => void): Promise<number | undefined>
+  /** The class instance underneath. */
+  readonly limiter: InMemoryRateLimiter | RedisRateLimiter
+}
+
+/** The answer the middleware works from. */
+export interface MiddlewareAnswer {
+  allowed: boolean
+  /** Milliseconds until the request would be allowed (0 when allowed). */
+  timeLeft: number
+  remaining: number
+  limit: number
+  resetAfter: number
+}
+
+export interface RateLimitMiddlewareOptions {
+  /** The limiter to ask, e.g. `new RateLimiter({ interval: 60_000, maxInInterval: 100 })`. Required. */
+  limiter: Pick<RateLimiter, 'limitWithInfo' | 'maxInInterval'>
+  /** The id of a request. Default `req => req.ip`. */
+  key?: (req: any) => Id
+  /** Set `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds). Default `true`. */
+  headers?: boolean
+  /** Status of a refused request. Default `429`. */
+  statusCode?: number
+  /**
+   * Body of a refused request: a string, an object (sent as JSON) or a function of the wait in
+   * milliseconds. Default: `Too many requests: you must wait N ms before you can make requests.`
+   */
+  message?: string | object | ((timeLeft: number, req: any) => string | object)
+  /**
+   * When the limiter fails (Redis down): `'next'` passes the error to Express (default), `'allow'`
+   * lets the request through (fail open), `'block'` answers 503 (fail closed).
+   */
+  onError?: 'next' | 'allow' | 'block'
+  /** Requests for which this returns true are not limited. */
+  skip?: (req: any) => boolean
+}
+
+/**
+ * Express middleware: refuses requests over the limit with 429, a `Retry-After` header (seconds)
+ * and the wait in the body, and sets the `RateLimit-*` headers on every response.
+ *
+ * ```js
+ * const { RateLimiter, rateLimit } = require('ratekeeper')
+ * app.use(rateLimit({ limiter: new RateLimiter({ interval: 60_000, maxInInterval: 100 }) }))
+ * ```
+ */
+export declare function rateLimit(options: RateLimitMiddlewareOptions): (req: any, res: any, next: (err?: unknown) => void) => void
+
+/** The time now in microseconds (rolling-rate-limiter 0.4's helper). */
+export declare function getCurrentMicroseconds(): number
+export declare function millisecondsToMicroseconds(milliseconds: number): number
+/** Rounds up. */
+export declare function microsecondsToMilliseconds(microseconds: number): number
+/** Rounds up. */
+export declare function microsecondsToSeconds(microseconds: number): number
+
+export default RateLimiter

@@ -1,0 +1,31 @@
+'use strict'
+
+/**
+ * Errors raised by the JavaScript layer, with the same stable codes as the native ones
+ * (`ERR_INVALID_OPTION`, `ERR_INVALID_ARGUMENT`, ...).
+ */
+
+function withCode(error, code) {
+  error.code = code
+  return error
+}
+
+/** A `TypeError` with `code`. */
+function typeError(code, message) {
+  return withCode(new TypeError(message), code)
+}
+
+/** A `RangeError` with `code`. */
+function rangeError(code, message) {
+  return withCode(new RangeError(message), code)
+}
+
+/** Throws unless `options` is a plain object (or, when `optional`, undefined). */
+function checkOptionsObject(options, context, optional = false) {
+  if (options === undefined && optional) return
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw typeError('ERR_INVALID_OPTION', `${context} must be an object`)
+  }
+}
+
+module.exports = { typeError, rangeError, checkOptionsObject }

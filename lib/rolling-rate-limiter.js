@@ -1,0 +1,144 @@
+'use strict'
+
+/**
+ * rolling-rate-limiter's API on the native rolling window: the 0.4 classes (`RateLimiter`,
+ * `InMemoryRateLimiter`, `RedisRateLimiter` and its aliases) and the original callback form
+ * (`RateLimiter(options)` called without `new`). See index.d.ts for the documentation.
+ */
+
+const { RollingWindow } = require('../binding.js')
+const { resolveStore } = require('./store.js')
+const { typeError, checkOptionsObject } = require('./errors.js')
+
+const CONTEXT = 'rate limiter options'
+
+/** Builds the native window of `limiter` on `store` (null: in memory). */
+function initialize(limiter, options, store) {
+  limiter.window = new RollingWindow(options, store)
+  // rolling-rate-limiter 0.4 exposes these, in microseconds.
+  limiter.interval = options.interval * 1000
+  limiter.maxInInterval = options.maxInInterval
+  limiter.minDifference = (options.minDifference ?? 0) * 1000
+}
+
+/** Splits `client` off the options and resolves it; `required` for RedisRateLimiter. */
+function initializeWithClient(limiter, options, required) {
+  checkOptionsObject(options, CONTEXT)
+  const { client, ...windowOptions } = options
+  if (client == null) {
+    if (required) throw typeError('ERR_INVALID_OPTION', '`client` is required: pass a Redis client, URL, options object or RedisStore')
+    initialize(limiter, windowOptions, null)
+    return
+  }
+  const { store, clientType } = resolveStore(client, 'client')
+  initialize(limiter, windowOptions, store)
+  limiter.namespace = windowOptions.namespace ?? 'ratekeeper:'
+  limiter.detectedClientType = clientType
+}
+
+function RateLimiter(options) {
+  if (!new.target) return createLimiterFunction(options)
+  initializeWithClient(this, options, false)
+}
+
+RateLimiter.prototype.limitWithInfo = function limitWithInfo(id, options) {
+  return this.window.limitWithInfo(id, options)
+}
+
+RateLimiter.prototype.wouldLimitWithInfo = function wouldLimitWithInfo(id, options) {
+  return this.window.wouldLimitWithInfo(id, options)
+}
+
+RateLimiter.prototype.limit = async function limit(id, options) {
+  return (await this.window.limitWithInfo(id, options)).blocked
+}
+
+RateLimiter.prototype.wouldLimit = async function wouldLimit(id, options) {
+  return (await this.window.wouldLimitWithInfo(id, options)).blocked
+}
+
+RateLimiter.prototype.clear = function clear(id) {
+  return this.window.clear(id)
+}
+
+class InMemoryRateLimiter extends RateLimiter {
+  constructor(options) {
+    checkOptionsObject(options, CONTEXT)
+    if (options.client != null) {
+      throw typeError('ERR_INVALID_OPTION', 'InMemoryRateLimiter takes no `client`: use RedisRateLimiter')
+    }
+    super(options)
+  }
+
+  /** How many ids hold state in memory (idle ones are dropped as the map grows). */
+  get trackedIds() {
+    return this.window.trackedIds
+  }
+}
+
+class RedisRateLimiter extends RateLimiter {
+  constructor(options) {
+    checkOptionsObject(options, CONTEXT)
+    if (options.client == null) {
+      throw typeError('ERR_INVALID_OPTION', '`client` is required: pass a Redis client, URL, options object or RedisStore')
+    }
+    super(options)
+  }
+
+  /** rolling-rate-limiter's client detection: `'ioredis'`, `'node-redis'`, ... or `null`. */
+  static determineRedisClientType(client) {
+    return require('./redis-client.js').detectClientType(client)
+  }
+}
+
+/**
+ * The callback API of the ClassDojo post: `RateLimiter({ redis?, namespace?, interval,
+ * maxInInterval, minDifference? })` returns `limiter(id?, cb?)`.
+ */
+function createLimiterFunction(options) {
+  checkOptionsObject(options, CONTEXT)
+  const { redis, ...rest } = options
+  if (rest.client !== undefined) {
+    throw typeError('ERR_INVALID_OPTION', 'the callback form takes `redis`, not `client`; use `new RateLimiter({ client })` for the class form')
+  }
+  const limiter = redis == null ? new InMemoryRateLimiter(rest) : new RedisRateLimiter({ ...rest, client: redis })
+
+  function limit(id, callback) {
+    if (typeof id === 'function' && callback === undefined) {
+      callback = id
+      id = undefined
+    }
+    if (callback !== undefined && typeof callback !== 'function') {
+      const error = typeError('ERR_INVALID_ARGUMENT', 'the callback must be a function')
+      return Promise.reject(error)
+    }
+    const answer = limiter.window.limitWithInfo(id)
+    if (!callback) return answer.then(timeLeftOf)
+    // The callback runs outside the promise chain, so an exception it throws is not swallowed;
+    // the promise then never rejects (the error went to the callback).
+    return answer.then(
+      (info) => {
+        process.nextTick(callback, null, timeLeftOf(info), info.actionsRemaining)
+        return timeLeftOf(info)
+      },
+      (error) => {
+        process.nextTick(callback, error)
+        return undefined
+      },
+    )
+  }
+  limit.limiter = limiter
+  return limit
+}
+
+function timeLeftOf(info) {
+  return info.blocked ? info.millisecondsUntilAllowed : 0
+}
+
+module.exports = {
+  RateLimiter,
+  InMemoryRateLimiter,
+  RedisRateLimiter,
+  NodeRedisRateLimiter: RedisRateLimiter,
+  IORedisRateLimiter: RedisRateLimiter,
+}

@@ -1,0 +1,59 @@
+'use strict'
+
+/**
+ * Turns the `client` (or `redis`) option into a native `RedisStore`.
+ *
+ * Accepted forms: a `RedisStore`; a Redis URL; an options object (`url`, `host`, `port`, ...);
+ * or an ioredis / node-redis client (single node or cluster), whose connection settings are read
+ * so that the native side opens its own connection to the same server. Limiters built from the
+ * same URL or the same client object share one store, hence one multiplexed connection.
+ */
+
+const { RedisStore } = require('../binding.js')
+const { detectClientType, connectionOptionsFromClient } = require('./redis-client.js')
+const { typeError } = require('./errors.js')
+
+const storesByUrl = new Map()
+const storesByClient = new WeakMap()
+
+function isPlainObject(value) {
+  if (value === null || typeof value !== 'object') return false
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
+/**
+ * The store for a `client` option, and the detected client type (`'ioredis'`, `'node-redis'`,
+ * ... or `null` for our own forms).
+ *
+ * @param {unknown} client
+ * @param {string} optionName the option's name, for error messages
+ * @returns {{ store: RedisStore, clientType: string | null }}
+ */
+function resolveStore(client, optionName = 'client') {
+  if (client instanceof RedisStore) return { store: client, clientType: null }
+  if (typeof client === 'string') {
+    let store = storesByUrl.get(client)
+    if (!store) {
+      store = new RedisStore(client)
+      storesByUrl.set(client, store)
+    }
+    return { store, clientType: null }
+  }
+  const clientType = client != null && typeof client === 'object' ? detectClientType(client) : null
+  if (clientType) {
+    let store = storesByClient.get(client)
+    if (!store) {
+      store = new RedisStore(connectionOptionsFromClient(client))
+      storesByClient.set(client, store)
+    }
+    return { store, clientType }
+  }
+  if (isPlainObject(client)) return { store: new RedisStore(client), clientType: null }
+  throw typeError(
+    'ERR_INVALID_OPTION',
+    `\`${optionName}\` must be a RedisStore, a Redis URL, an options object, or an ioredis or node-redis client`,
+  )
+}
+
+module.exports = { resolveStore }
