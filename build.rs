@@ -1,1 +1,3 @@
-fn main() { napi_build::setup(); }
+fn main() {
+    napi_build::setup();
+}

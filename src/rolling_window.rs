@@ -231,7 +231,11 @@ mod tests {
         RollingWindow::new(interval, max, min_difference, true).unwrap()
     }
 
-    fn info(blocked: (bool, bool, bool), wait_ms: i64, remaining: u32) -> (bool, bool, bool, i64, u32) {
+    fn info(
+        blocked: (bool, bool, bool),
+        wait_ms: i64,
+        remaining: u32,
+    ) -> (bool, bool, bool, i64, u32) {
         (blocked.0, blocked.1, blocked.2, wait_ms, remaining)
     }
 
@@ -269,7 +273,10 @@ mod tests {
         let mut t = Timeline::default();
         assert_eq!(summary(t.attempt(&w, 0)), info(ALLOWED, 2, 2));
         assert_eq!(summary(t.attempt(&w, 4 * MS)), info(ALLOWED, 2, 1));
-        assert_eq!(summary(t.attempt(&w, 5 * MS)), info(BY_MIN_DIFFERENCE, 5, 0));
+        assert_eq!(
+            summary(t.attempt(&w, 5 * MS)),
+            info(BY_MIN_DIFFERENCE, 5, 0)
+        );
         assert_eq!(summary(t.attempt(&w, 8 * MS)), info(BY_COUNT, 6, 0));
         assert_eq!(summary(t.peek(&w, 11 * MS)), info(BY_COUNT, 4, 0));
         assert_eq!(summary(t.peek(&w, 17 * MS)), info(ALLOWED, 2, 1));

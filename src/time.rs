@@ -40,7 +40,11 @@ pub fn system_now() -> Micros {
 pub fn duration_option(name: &str, ms: f64, min: f64, min_exclusive: bool) -> Outcome<Micros> {
     let too_small = if min_exclusive { ms <= min } else { ms < min };
     if !ms.is_finite() || too_small || ms > MAX_DURATION_MS {
-        let bound = if min_exclusive { "greater than" } else { "at least" };
+        let bound = if min_exclusive {
+            "greater than"
+        } else {
+            "at least"
+        };
         return Err(Failure::range_error(
             ErrorCode::InvalidOption,
             format!(
@@ -56,7 +60,9 @@ pub fn now_argument(ms: f64) -> Outcome<Micros> {
     if !ms.is_finite() || !(0.0..=MAX_NOW_MS).contains(&ms) {
         return Err(Failure::range_error(
             ErrorCode::InvalidArgument,
-            format!("`now` must be milliseconds since the epoch, from 0 to {MAX_NOW_MS:e}, got {ms}"),
+            format!(
+                "`now` must be milliseconds since the epoch, from 0 to {MAX_NOW_MS:e}, got {ms}"
+            ),
         ));
     }
     Ok(millis_to_micros(ms))
@@ -97,7 +103,10 @@ mod tests {
     fn now_must_be_an_instant() {
         assert_eq!(now_argument(1.25), Ok(1250));
         for bad in [-1.0, f64::NAN, f64::INFINITY, 5e12] {
-            assert_eq!(now_argument(bad).unwrap_err().code, ErrorCode::InvalidArgument);
+            assert_eq!(
+                now_argument(bad).unwrap_err().code,
+                ErrorCode::InvalidArgument
+            );
         }
     }
 }

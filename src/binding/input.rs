@@ -37,11 +37,15 @@ pub fn id(value: Option<Unknown>) -> Outcome<Option<String>> {
         _ => {
             return Err(Failure::type_error(
                 ErrorCode::InvalidId,
-                format!("an id must be a string or a number, got {}", describe(&value)),
+                format!(
+                    "an id must be a string or a number, got {}",
+                    describe(&value)
+                ),
             ))
         }
     };
-    let id = id.ok_or_else(|| Failure::type_error(ErrorCode::InvalidId, "the id could not be read"))?;
+    let id =
+        id.ok_or_else(|| Failure::type_error(ErrorCode::InvalidId, "the id could not be read"))?;
     check_id(&id)?;
     Ok(Some(id))
 }
@@ -49,12 +53,18 @@ pub fn id(value: Option<Unknown>) -> Outcome<Option<String>> {
 /// Checks the length of an id given as a string.
 pub fn check_id(id: &str) -> Outcome<()> {
     if id.is_empty() {
-        return Err(Failure::range_error(ErrorCode::InvalidId, "an id must not be empty"));
+        return Err(Failure::range_error(
+            ErrorCode::InvalidId,
+            "an id must not be empty",
+        ));
     }
     if id.len() > MAX_ID_BYTES {
         return Err(Failure::range_error(
             ErrorCode::InvalidId,
-            format!("an id must be at most {MAX_ID_BYTES} bytes, got {}", id.len()),
+            format!(
+                "an id must be at most {MAX_ID_BYTES} bytes, got {}",
+                id.len()
+            ),
         ));
     }
     Ok(())

@@ -12,7 +12,7 @@ pub mod redis_store;
 pub mod rolling_window;
 
 use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
-use napi::{Env, JsRangeError, JsTypeError, JsValue, JsError, Status};
+use napi::{Env, JsError, JsRangeError, JsTypeError, JsValue, Status};
 
 use crate::error::{ErrorClass, Failure};
 
@@ -28,7 +28,10 @@ pub fn js_error(env: &Env, failure: Failure) -> napi::Error {
     } = failure;
     let mut error = napi::Error::new(code.as_str(), message);
     if let Some(cause) = cause {
-        error.cause = Some(Box::new(napi::Error::new(Status::GenericFailure, cause.message)));
+        error.cause = Some(Box::new(napi::Error::new(
+            Status::GenericFailure,
+            cause.message,
+        )));
         // `cause.code` names the kind of the underlying failure; it goes on the cause object.
         return with_cause_code(env, class, error, &cause.code);
     }

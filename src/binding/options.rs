@@ -36,8 +36,14 @@ impl<'env> OptionsReader<'env> {
         let value = value.filter(|v| v.get_type().ok() != Some(ValueType::Undefined));
         match value {
             None if optional => Ok(reader),
-            None => Err(Failure::type_error(code, format!("{context} must be an object"))),
-            Some(v) if v.get_type().ok() == Some(ValueType::Object) && !v.is_array().unwrap_or(true) => {
+            None => Err(Failure::type_error(
+                code,
+                format!("{context} must be an object"),
+            )),
+            Some(v)
+                if v.get_type().ok() == Some(ValueType::Object)
+                    && !v.is_array().unwrap_or(true) =>
+            {
                 reader.object = Some(v.coerce_to_object().map_err(|_| reader.not_an_object())?);
                 Ok(reader)
             }
@@ -52,7 +58,11 @@ impl<'env> OptionsReader<'env> {
     /// The raw value of `name`, or `None` when it is absent or `undefined`.
     pub fn raw(&mut self, name: &'static str) -> Option<Unknown<'env>> {
         self.known.push(name);
-        let value = self.object.as_ref()?.get_named_property::<Unknown>(name).ok()?;
+        let value = self
+            .object
+            .as_ref()?
+            .get_named_property::<Unknown>(name)
+            .ok()?;
         (value.get_type().ok() != Some(ValueType::Undefined)).then_some(value)
     }
 
@@ -77,7 +87,8 @@ impl<'env> OptionsReader<'env> {
     }
 
     pub fn required_number(&mut self, name: &'static str) -> Outcome<f64> {
-        self.number(name)?.ok_or_else(|| self.missing(name, "a number"))
+        self.number(name)?
+            .ok_or_else(|| self.missing(name, "a number"))
     }
 
     pub fn boolean(&mut self, name: &'static str) -> Outcome<Option<bool>> {
@@ -103,7 +114,11 @@ impl<'env> OptionsReader<'env> {
     }
 
     /// A string from a fixed set of choices.
-    pub fn choice(&mut self, name: &'static str, choices: &[&'static str]) -> Outcome<Option<&'static str>> {
+    pub fn choice(
+        &mut self,
+        name: &'static str,
+        choices: &[&'static str],
+    ) -> Outcome<Option<&'static str>> {
         let Some(given) = self.string(name)? else {
             return Ok(None);
         };
@@ -149,7 +164,10 @@ impl<'env> OptionsReader<'env> {
             return Ok(());
         };
         let names = object.get_property_names().ok();
-        let length = names.as_ref().and_then(|n| n.get_array_length().ok()).unwrap_or(0);
+        let length = names
+            .as_ref()
+            .and_then(|n| n.get_array_length().ok())
+            .unwrap_or(0);
         for i in 0..length {
             let Some(name) = names.as_ref().and_then(|n| n.get_element::<String>(i).ok()) else {
                 continue;
@@ -194,7 +212,13 @@ pub fn string_value(value: &Unknown) -> Option<String> {
     if value.get_type().ok()? != ValueType::String {
         return None;
     }
-    value.coerce_to_string().ok()?.into_utf8().ok()?.into_owned().ok()
+    value
+        .coerce_to_string()
+        .ok()?
+        .into_utf8()
+        .ok()?
+        .into_owned()
+        .ok()
 }
 
 /// A short description of a JS value's type, for error messages (never the value itself, which

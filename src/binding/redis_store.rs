@@ -76,7 +76,10 @@ impl JsRedisStore {
     /// ```js
     /// const store = await RedisStore.connect({ host: '127.0.0.1', port: 6379 })
     /// ```
-    #[napi(ts_args_type = "options?: string | RedisOptions", ts_return_type = "Promise<RedisStore>")]
+    #[napi(
+        ts_args_type = "options?: string | RedisOptions",
+        ts_return_type = "Promise<RedisStore>"
+    )]
     pub fn connect<'env>(
         env: &'env Env,
         options: Option<Unknown>,

@@ -157,7 +157,10 @@ impl JsRollingWindow {
     /// ```js
     /// await window.clear('user-1')
     /// ```
-    #[napi(ts_args_type = "id?: string | number", ts_return_type = "Promise<void>")]
+    #[napi(
+        ts_args_type = "id?: string | number",
+        ts_return_type = "Promise<void>"
+    )]
     pub fn clear<'env>(&self, env: &'env Env, id: Unknown) -> napi::Result<PromiseRaw<'env, ()>> {
         let id = match self::id(Some(id)) {
             Ok(id) => id,
@@ -190,7 +193,12 @@ impl JsRollingWindow {
     }
 
     fn build(options: Unknown, store: Option<&JsRedisStore>) -> Outcome<Self> {
-        let mut r = OptionsReader::new(Some(options), "rate limiter options", ErrorCode::InvalidOption, false)?;
+        let mut r = OptionsReader::new(
+            Some(options),
+            "rate limiter options",
+            ErrorCode::InvalidOption,
+            false,
+        )?;
         let interval = r.required_number("interval")?;
         let max_in_interval = r.required_number("maxInInterval")?;
         let min_difference = r.number("minDifference")?.unwrap_or(0.0);
@@ -214,10 +222,12 @@ impl JsRollingWindow {
         };
         match &self.backend {
             Backend::Memory(store) => {
-                let info = self.answer_in_memory(&mut store.borrow_mut(), id.as_deref(), call, mode);
+                let info =
+                    self.answer_in_memory(&mut store.borrow_mut(), id.as_deref(), call, mode);
                 PromiseRaw::resolve(env, info.into())
             }
-            Backend::Redis(target) => match self.answer_on_redis(target, id.as_deref(), call, mode) {
+            Backend::Redis(target) => match self.answer_on_redis(target, id.as_deref(), call, mode)
+            {
                 Ok(promise) => {
                     let window = self.window.clone();
                     env.spawn_future_with_callback(promise, move |env, reply| {
@@ -246,9 +256,10 @@ impl JsRollingWindow {
             Mode::Limit => store
                 .entry(id, now, |timeline, now| timeline.is_idle(window, now))
                 .attempt(window, now),
-            Mode::Peek => store
-                .get(id)
-                .map_or_else(|| Timeline::default().peek(window, now), |t| t.peek(window, now)),
+            Mode::Peek => store.get(id).map_or_else(
+                || Timeline::default().peek(window, now),
+                |t| t.peek(window, now),
+            ),
         }
     }
 
@@ -259,11 +270,13 @@ impl JsRollingWindow {
         id: Option<&str>,
         call: CallOptions,
         mode: Mode,
-    ) -> Outcome<impl std::future::Future<Output = napi::Result<Outcome<Vec<i64>>>> + Send + 'static> {
+    ) -> Outcome<impl std::future::Future<Output = napi::Result<Outcome<Vec<i64>>>> + Send + 'static>
+    {
         let key = target.key(id)?;
         let now = target.now_argument(call.now);
         let w = &self.window;
-        let (interval, max, min_difference) = (w.interval(), w.max_in_interval(), w.min_difference());
+        let (interval, max, min_difference) =
+            (w.interval(), w.max_in_interval(), w.min_difference());
         let record_blocked = if w.record_blocked() { "1" } else { "0" };
         let mode = if mode == Mode::Limit { "limit" } else { "peek" };
         let store = target.store.clone();
@@ -288,7 +301,10 @@ fn facts_from_reply(reply: &[i64]) -> Outcome<WindowFacts> {
     let &[count, current, previous, anchor] = reply else {
         return Err(Failure::error(
             ErrorCode::StoreError,
-            format!("the rolling window script answered {} values instead of 4", reply.len()),
+            format!(
+                "the rolling window script answered {} values instead of 4",
+                reply.len()
+            ),
         ));
     };
     let count = usize::try_from(count).unwrap_or(0);

@@ -69,7 +69,9 @@ impl RedisConfig {
             None => vec![node_info(settings.url.as_deref(), &settings, "url")?],
         };
         if cluster && settings.db.is_some_and(|db| db != 0) {
-            return Err(invalid("`db` must be 0 with `cluster`: Redis Cluster has one database"));
+            return Err(invalid(
+                "`db` must be 0 with `cluster`: Redis Cluster has one database",
+            ));
         }
         let endpoint = endpoint_of(nodes[0].addr());
         Ok(Self {
@@ -96,7 +98,7 @@ fn invalid(message: impl Into<String>) -> Failure {
 
 fn timeout_option(name: &str, ms: Option<f64>) -> Outcome<Duration> {
     let ms = ms.unwrap_or(DEFAULT_TIMEOUT_MS);
-    if !ms.is_finite() || ms < 1.0 || ms > MAX_TIMEOUT_MS {
+    if !ms.is_finite() || !(1.0..=MAX_TIMEOUT_MS).contains(&ms) {
         return Err(invalid(format!(
             "`{name}` must be a number of milliseconds from 1 to {MAX_TIMEOUT_MS}, got {ms}"
         )));
@@ -163,7 +165,8 @@ trait KindDescription {
 impl KindDescription for RedisError {
     fn kind_description(&self) -> String {
         // redis-rs's messages for parse failures name the problem, not the URL.
-        self.detail().map_or_else(|| format!("{:?}", self.kind()), str::to_owned)
+        self.detail()
+            .map_or_else(|| format!("{:?}", self.kind()), str::to_owned)
     }
 }
 
@@ -381,12 +384,18 @@ impl RedisStore {
         if unavailable {
             Failure::error(
                 ErrorCode::StoreUnavailable,
-                format!("Redis at {} is unavailable: {cause_message}", self.config.endpoint),
+                format!(
+                    "Redis at {} is unavailable: {cause_message}",
+                    self.config.endpoint
+                ),
             )
         } else {
             Failure::error(
                 ErrorCode::StoreError,
-                format!("Redis at {} answered with an error: {cause_message}", self.config.endpoint),
+                format!(
+                    "Redis at {} answered with an error: {cause_message}",
+                    self.config.endpoint
+                ),
             )
         }
         .with_cause(cause_code, cause_message)
@@ -432,7 +441,10 @@ mod tests {
             ..settings()
         })
         .unwrap();
-        assert!(matches!(config.nodes[0].addr(), ConnectionAddr::TcpTls { .. }));
+        assert!(matches!(
+            config.nodes[0].addr(),
+            ConnectionAddr::TcpTls { .. }
+        ));
     }
 
     #[test]
@@ -454,14 +466,21 @@ mod tests {
                 ..settings()
             })
             .unwrap_err();
-            assert!(err.message.contains("`commandTimeoutMs`"), "{}", err.message);
+            assert!(
+                err.message.contains("`commandTimeoutMs`"),
+                "{}",
+                err.message
+            );
         }
     }
 
     #[test]
     fn a_cluster_has_nodes_and_one_database() {
         let config = RedisConfig::from_settings(RedisSettings {
-            cluster: Some(vec!["redis://127.0.0.1:7000".into(), "redis://127.0.0.1:7001".into()]),
+            cluster: Some(vec![
+                "redis://127.0.0.1:7000".into(),
+                "redis://127.0.0.1:7001".into(),
+            ]),
             ..settings()
         })
         .unwrap();

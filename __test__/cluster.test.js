@@ -1,0 +1,72 @@
+'use strict'
+
+// A real 6-node Redis Cluster (3 masters, 3 replicas): every call touches one key, so ids spread
+// over the slots and each script runs on the master that owns its key.
+
+const { it, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const IORedis = require('ioredis')
+
+const { RedisRateLimiter, RedisStore } = require('..')
+const { startCluster } = require('./helpers/redis-server.js')
+
+let cluster
+let store
+before(async () => {
+  cluster = await startCluster()
+  store = await RedisStore.connect({ cluster: [cluster.urls[0]] })
+})
+after(async () => {
+  await store.close()
+  await cluster.stop()
+})
+
+it('connects from one node and discovers the others', () => {
+  assert.equal(store.isCluster, true)
+})
+
+it('limits ids whose keys live on different masters', async () => {
+  const limiter = new RedisRateLimiter({ client: store, namespace: 'cl:', interval: 10, maxInInterval: 2 })
+  const ids = Array.from({ length: 30 }, (_, i) => `user-${i}`)
+  for (const id of ids) {
+    assert.equal(await limiter.limit(id, { now: 0 }), false)
+    assert.equal(await limiter.limit(id, { now: 1 }), false)
+    assert.equal(await limiter.limit(id, { now: 2 }), true)
+    // The blocked attempt at 2 ms was recorded: the window is full until 12 ms.
+    assert.deepEqual(await limiter.wouldLimitWithInfo(id, { now: 10 }), {
+      blocked: true,
+      blockedDueToCount: true,
+      blockedDueToMinDifference: false,
+      millisecondsUntilAllowed: 2,
+      actionsRemaining: 0,
+    })
+    assert.equal(await limiter.wouldLimit(id, { now: 12 }), false)
+  }
+  // The keys are spread over the three masters.
+  const masters = new Set()
+  for (const node of cluster.nodes) {
+    const role = await cluster.cli(node.port, 'ROLE')
+    if (!role.startsWith('master')) continue
+    const keys = Number(await cluster.cli(node.port, 'DBSIZE'))
+    if (keys > 0) masters.add(node.port)
+  }
+  assert.equal(masters.size, 3)
+})
+
+it('admits exactly the limit to concurrent callers', async () => {
+  const limiter = new RedisRateLimiter({ client: store, namespace: 'cl-race:', interval: 60_000, maxInInterval: 50 })
+  const answers = await Promise.all(Array.from({ length: 200 }, () => limiter.limit('hot')))
+  assert.equal(answers.filter((blocked) => !blocked).length, 50)
+})
+
+it('accepts an ioredis Cluster client and shares its nodes', async () => {
+  const client = new IORedis.Cluster([{ host: '127.0.0.1', port: cluster.nodes[1].port }], { lazyConnect: true })
+  try {
+    const limiter = new RedisRateLimiter({ client, namespace: 'cl-io:', interval: 60_000, maxInInterval: 1 })
+    assert.equal(limiter.detectedClientType, 'ioredis-cluster')
+    assert.equal(await limiter.limit('a'), false)
+    assert.equal(await limiter.limit('a'), true)
+  } finally {
+    client.disconnect()
+  }
+})
