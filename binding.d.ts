@@ -64,30 +64,15 @@ export declare class RollingWindow {
    */
   constructor(options: RollingWindowOptions, store?: RedisStore | null)
   /**
-   * Attempts an action for `id` and records it (blocked attempts too, unless `recordBlocked`
-   * is `false`). Without an id, the one limit shared by all callers is used.
+   * The engine under `RateLimiter`: runs `mode` (0 attempt, 1 peek, 2 clear) for `id` with
+   * the call options `{ now }`.
    *
-   * ```js
-   * const { blocked, millisecondsUntilAllowed } = await window.limitWithInfo('user-1')
-   * ```
+   * In memory the answer is written to `out` (flags, wait in ms, actions remaining) and
+   * `true` is returned. On Redis, `false` is returned and the answer reaches the handler of
+   * `lib/engine.js` under `token`. Bad arguments throw `ERR_INVALID_ID` or
+   * `ERR_INVALID_ARGUMENT`. Use `RateLimiter`'s methods rather than this.
    */
-  limitWithInfo(id?: string | number, options?: CallOptionsObject): Promise<RateLimitInfo>
-  /**
-   * What `limitWithInfo` would answer now, recording nothing.
-   *
-   * ```js
-   * if ((await window.wouldLimitWithInfo('user-1')).blocked) showCaptcha()
-   * ```
-   */
-  wouldLimitWithInfo(id?: string | number, options?: CallOptionsObject): Promise<RateLimitInfo>
-  /**
-   * Forgets every action of `id`.
-   *
-   * ```js
-   * await window.clear('user-1')
-   * ```
-   */
-  clear(id?: string | number): Promise<void>
+  run(mode: number, id: unknown, options: unknown, token: number, out: Float64Array): boolean
   /**
    * How many ids the in-memory store holds state for (always `0` on Redis). Idle ids are
    * dropped as the map grows, so this stays near the number of ids active within `interval`.
@@ -95,32 +80,6 @@ export declare class RollingWindow {
   get trackedIds(): number
 }
 export type JsRollingWindow = RollingWindow
-
-/** Per-call options. */
-export interface CallOptionsObject {
-  /**
-   * The instant of the call, in milliseconds since the epoch (fractions allowed), instead of
-   * the clock. Tests use it to control time without sleeping.
-   */
-  now?: number
-}
-
-/** rolling-rate-limiter's answer to `limitWithInfo` and `wouldLimitWithInfo`. */
-export interface RateLimitInfo {
-  /** Whether the action is (or would be) refused. */
-  blocked: boolean
-  /** Refused because `maxInInterval` actions already happened within `interval`. */
-  blockedDueToCount: boolean
-  /** Refused because the previous action was less than `minDifference` ago. */
-  blockedDueToMinDifference: boolean
-  /**
-   * Milliseconds until the next action would be allowed (rounded up). Following
-   * rolling-rate-limiter, this is at least `minDifference` even when not blocked.
-   */
-  millisecondsUntilAllowed: number
-  /** How many more actions fit in the window now. */
-  actionsRemaining: number
-}
 
 /**
  * How to reach Redis. Every field is optional; a plain string is taken as `url`.
@@ -191,3 +150,9 @@ export interface RollingWindowOptions {
    */
   clock?: string
 }
+
+/**
+ * Registers the function that receives the answers of Redis-backed calls in batches:
+ * `handler(answers, failures)`. `lib/engine.js` calls this once; nothing else should.
+ */
+export declare function setAnswerHandler(handler: (answers: Float64Array, failures: Array<[number, Error]>) => void): void

@@ -839,3 +839,4 @@ module.exports.RedisStore = nativeBinding.RedisStore
 module.exports.JsRedisStore = nativeBinding.JsRedisStore
 module.exports.RollingWindow = nativeBinding.RollingWindow
 module.exports.JsRollingWindow = nativeBinding.JsRollingWindow
+module.exports.setAnswerHandler = nativeBinding.setAnswerHandler

@@ -7,10 +7,31 @@
  */
 
 const { RollingWindow } = require('../binding.js')
+const { run } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject } = require('./errors.js')
 
 const CONTEXT = 'rate limiter options'
+
+// The modes of RollingWindow.run.
+const LIMIT = 0
+const PEEK = 1
+const CLEAR = 2
+
+/** RollingWindow's answer (flags, wait in ms, actions remaining) as rolling-rate-limiter's RateLimitInfo. */
+function decodeInfo(values, i) {
+  const flags = values[i]
+  return {
+    blocked: (flags & 1) !== 0,
+    blockedDueToCount: (flags & 2) !== 0,
+    blockedDueToMinDifference: (flags & 4) !== 0,
+    millisecondsUntilAllowed: values[i + 1],
+    actionsRemaining: values[i + 2],
+  }
+}
+
+const decodeBlocked = (values, i) => (values[i] & 1) !== 0
+const decodeNothing = () => undefined
 
 /** Builds the native window of `limiter` on `store` (null: in memory). */
 function initialize(limiter, options, store) {
@@ -42,23 +63,23 @@ function RateLimiter(options) {
 }
 
 RateLimiter.prototype.limitWithInfo = function limitWithInfo(id, options) {
-  return this.window.limitWithInfo(id, options)
+  return run(this.window, LIMIT, id, options, decodeInfo)
 }
 
 RateLimiter.prototype.wouldLimitWithInfo = function wouldLimitWithInfo(id, options) {
-  return this.window.wouldLimitWithInfo(id, options)
+  return run(this.window, PEEK, id, options, decodeInfo)
 }
 
-RateLimiter.prototype.limit = async function limit(id, options) {
-  return (await this.window.limitWithInfo(id, options)).blocked
+RateLimiter.prototype.limit = function limit(id, options) {
+  return run(this.window, LIMIT, id, options, decodeBlocked)
 }
 
-RateLimiter.prototype.wouldLimit = async function wouldLimit(id, options) {
-  return (await this.window.wouldLimitWithInfo(id, options)).blocked
+RateLimiter.prototype.wouldLimit = function wouldLimit(id, options) {
+  return run(this.window, PEEK, id, options, decodeBlocked)
 }
 
 RateLimiter.prototype.clear = function clear(id) {
-  return this.window.clear(id)
+  return run(this.window, CLEAR, id, undefined, decodeNothing)
 }
 
 class InMemoryRateLimiter extends RateLimiter {
@@ -112,7 +133,7 @@ function createLimiterFunction(options) {
       const error = typeError('ERR_INVALID_ARGUMENT', 'the callback must be a function')
       return Promise.reject(error)
     }
-    const answer = limiter.window.limitWithInfo(id)
+    const answer = limiter.limitWithInfo(id)
     if (!callback) return answer.then(timeLeftOf)
     // The callback runs outside the promise chain, so an exception it throws is not swallowed;
     // the promise then never rejects (the error went to the callback).

@@ -6,6 +6,7 @@
 //! rather than throw, as an `async` function would.
 
 pub mod backend;
+pub mod dispatch;
 pub mod input;
 pub mod options;
 pub mod redis_store;
@@ -64,6 +65,13 @@ fn with_cause_code(
         }
     }
     napi::Error::from(value)
+}
+
+/// Registers the function that receives the answers of Redis-backed calls in batches:
+/// `handler(answers, failures)`. `lib/engine.js` calls this once; nothing else should.
+#[napi_derive::napi(ts_args_type = "handler: (answers: Float64Array, failures: Array<[number, Error]>) => void")]
+pub fn set_answer_handler(env: Env, handler: napi::bindgen_prelude::Function<napi::bindgen_prelude::Unknown, napi::bindgen_prelude::Unknown>) -> napi::Result<()> {
+    dispatch::set_handler(&env, handler)
 }
 
 /// A promise already rejected with `failure`.

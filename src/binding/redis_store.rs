@@ -89,8 +89,14 @@ impl JsRedisStore {
             Err(failure) => return rejected(env, failure),
         };
         let inner = store.inner.clone();
+        // The connection's tasks must live on our runtime, where the calls run.
+        let connecting = super::dispatch::runtime().spawn(async move { inner.connect().await });
         env.spawn_future_with_callback(
-            async move { Ok(inner.connect().await) },
+            async move {
+                Ok(connecting.await.unwrap_or_else(|_| {
+                    Err(Failure::error(ErrorCode::Internal, "connecting panicked; please report this bug"))
+                }))
+            },
             move |env, outcome| match outcome {
                 Ok(()) => Ok(store),
                 Err(failure) => Err(js_error(env, failure)),

@@ -3,21 +3,23 @@
 //! `index.js` builds rolling-rate-limiter's API (`RateLimiter`, `RedisRateLimiter`, the callback
 //! form) on this class.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
-use napi::bindgen_prelude::{PromiseRaw, Unknown};
+use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
 use napi::Env;
 use napi_derive::napi;
-use redis::Script;
+use redis::{FromRedisValue, Script};
 
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
 use super::input::{call_options, id, CallOptions};
 use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
-use super::{js_error, rejected};
+use super::dispatch::{self, Values, VALUES};
+use super::js_error;
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::rolling_window::{RollingWindow, Timeline, WindowFacts, WindowInfo};
-use crate::store::redis::unique_member;
+use crate::store::memory::MemoryStore;
+use crate::store::redis::{unique_member, ScriptBatcher};
 
 static SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rolling_window.lua")));
@@ -47,48 +49,6 @@ pub struct RollingWindowOptions {
     pub clock: Option<String>,
 }
 
-/// Per-call options.
-#[napi(object)]
-pub struct CallOptionsObject {
-    /// The instant of the call, in milliseconds since the epoch (fractions allowed), instead of
-    /// the clock. Tests use it to control time without sleeping.
-    pub now: Option<f64>,
-}
-
-/// rolling-rate-limiter's answer to `limitWithInfo` and `wouldLimitWithInfo`.
-#[napi(object)]
-pub struct RateLimitInfo {
-    /// Whether the action is (or would be) refused.
-    pub blocked: bool,
-    /// Refused because `maxInInterval` actions already happened within `interval`.
-    pub blocked_due_to_count: bool,
-    /// Refused because the previous action was less than `minDifference` ago.
-    pub blocked_due_to_min_difference: bool,
-    /// Milliseconds until the next action would be allowed (rounded up). Following
-    /// rolling-rate-limiter, this is at least `minDifference` even when not blocked.
-    pub milliseconds_until_allowed: i64,
-    /// How many more actions fit in the window now.
-    pub actions_remaining: u32,
-}
-
-impl From<WindowInfo> for RateLimitInfo {
-    fn from(info: WindowInfo) -> Self {
-        Self {
-            blocked: info.blocked,
-            blocked_due_to_count: info.blocked_due_to_count,
-            blocked_due_to_min_difference: info.blocked_due_to_min_difference,
-            milliseconds_until_allowed: info.millis_until_allowed(),
-            actions_remaining: info.actions_remaining,
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Limit,
-    Peek,
-}
-
 /// The sorted-set rolling window of rolling-rate-limiter, in memory or on Redis.
 ///
 /// Most code uses it through `RateLimiter` / `RedisRateLimiter`; this is the class underneath.
@@ -101,6 +61,44 @@ enum Mode {
 pub struct JsRollingWindow {
     window: RollingWindow,
     backend: Backend<Timeline>,
+    /// On Redis: the script's batchers for attempts and for peeks.
+    batchers: Option<Arc<[ScriptBatcher; 2]>>,
+}
+
+/// What `run` does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Attempt an action and record it (`limitWithInfo`).
+    Limit,
+    /// Answer as `Limit` would, recording nothing (`wouldLimitWithInfo`).
+    Peek,
+    /// Forget the id (`clear`).
+    Clear,
+}
+
+impl Mode {
+    fn from_code(code: u32) -> Outcome<Self> {
+        match code {
+            0 => Ok(Mode::Limit),
+            1 => Ok(Mode::Peek),
+            2 => Ok(Mode::Clear),
+            _ => Err(Failure::range_error(ErrorCode::InvalidArgument, format!("unknown mode {code}"))),
+        }
+    }
+}
+
+/// An answer as numbers: flags (1 blocked, 2 by count, 4 by minDifference), the wait in whole
+/// milliseconds, and the actions remaining. `lib/rolling-rate-limiter.js` decodes them.
+fn values(info: &WindowInfo) -> Values {
+    let flags = u8::from(info.blocked)
+        | u8::from(info.blocked_due_to_count) << 1
+        | u8::from(info.blocked_due_to_min_difference) << 2;
+    [
+        f64::from(flags),
+        info.millis_until_allowed() as f64,
+        f64::from(info.actions_remaining),
+        0.0,
+    ]
 }
 
 #[napi]
@@ -115,74 +113,25 @@ impl JsRollingWindow {
         Self::build(options, store).map_err(|failure| js_error(&env, failure))
     }
 
-    /// Attempts an action for `id` and records it (blocked attempts too, unless `recordBlocked`
-    /// is `false`). Without an id, the one limit shared by all callers is used.
+    /// The engine under `RateLimiter`: runs `mode` (0 attempt, 1 peek, 2 clear) for `id` with
+    /// the call options `{ now }`.
     ///
-    /// ```js
-    /// const { blocked, millisecondsUntilAllowed } = await window.limitWithInfo('user-1')
-    /// ```
-    #[napi(
-        ts_args_type = "id?: string | number, options?: CallOptionsObject",
-        ts_return_type = "Promise<RateLimitInfo>"
-    )]
-    pub fn limit_with_info<'env>(
+    /// In memory the answer is written to `out` (flags, wait in ms, actions remaining) and
+    /// `true` is returned. On Redis, `false` is returned and the answer reaches the handler of
+    /// `lib/engine.js` under `token`. Bad arguments throw `ERR_INVALID_ID` or
+    /// `ERR_INVALID_ARGUMENT`. Use `RateLimiter`'s methods rather than this.
+    #[napi(ts_args_type = "mode: number, id: unknown, options: unknown, token: number, out: Float64Array")]
+    pub fn run(
         &self,
-        env: &'env Env,
+        env: Env,
+        mode: u32,
         id: Unknown,
         options: Option<Unknown>,
-    ) -> napi::Result<PromiseRaw<'env, RateLimitInfo>> {
-        self.answer(env, id, options, Mode::Limit)
-    }
-
-    /// What `limitWithInfo` would answer now, recording nothing.
-    ///
-    /// ```js
-    /// if ((await window.wouldLimitWithInfo('user-1')).blocked) showCaptcha()
-    /// ```
-    #[napi(
-        ts_args_type = "id?: string | number, options?: CallOptionsObject",
-        ts_return_type = "Promise<RateLimitInfo>"
-    )]
-    pub fn would_limit_with_info<'env>(
-        &self,
-        env: &'env Env,
-        id: Unknown,
-        options: Option<Unknown>,
-    ) -> napi::Result<PromiseRaw<'env, RateLimitInfo>> {
-        self.answer(env, id, options, Mode::Peek)
-    }
-
-    /// Forgets every action of `id`.
-    ///
-    /// ```js
-    /// await window.clear('user-1')
-    /// ```
-    #[napi(
-        ts_args_type = "id?: string | number",
-        ts_return_type = "Promise<void>"
-    )]
-    pub fn clear<'env>(&self, env: &'env Env, id: Unknown) -> napi::Result<PromiseRaw<'env, ()>> {
-        let id = match self::id(Some(id)) {
-            Ok(id) => id,
-            Err(failure) => return rejected(env, failure),
-        };
-        match &self.backend {
-            Backend::Memory(store) => {
-                store.borrow_mut().remove(memory_id(id.as_deref()));
-                PromiseRaw::resolve(env, ())
-            }
-            Backend::Redis(target) => {
-                let key = match target.key(id.as_deref()) {
-                    Ok(key) => key,
-                    Err(failure) => return rejected(env, failure),
-                };
-                let store = target.store.clone();
-                env.spawn_future_with_callback(
-                    async move { Ok(store.delete(&key).await) },
-                    |env, outcome| outcome.map_err(|failure| js_error(env, failure)),
-                )
-            }
-        }
+        token: u32,
+        mut out: Float64ArraySlice,
+    ) -> napi::Result<bool> {
+        self.dispatch(&env, mode, id, options, token, &mut out)
+            .map_err(|failure| js_error(&env, failure))
     }
 
     /// How many ids the in-memory store holds state for (always `0` on Redis). Idle ids are
@@ -193,12 +142,7 @@ impl JsRollingWindow {
     }
 
     fn build(options: Unknown, store: Option<&JsRedisStore>) -> Outcome<Self> {
-        let mut r = OptionsReader::new(
-            Some(options),
-            "rate limiter options",
-            ErrorCode::InvalidOption,
-            false,
-        )?;
+        let mut r = OptionsReader::new(Some(options), "rate limiter options", ErrorCode::InvalidOption, false)?;
         let interval = r.required_number("interval")?;
         let max_in_interval = r.required_number("maxInInterval")?;
         let min_difference = r.number("minDifference")?.unwrap_or(0.0);
@@ -206,94 +150,123 @@ impl JsRollingWindow {
         let backend = Backend::from_options(&mut r, store)?;
         r.finish()?;
         let window = RollingWindow::new(interval, max_in_interval, min_difference, record_blocked)?;
-        Ok(Self { window, backend })
+        let batchers = match &backend {
+            Backend::Redis(target) => Some(Arc::new([
+                batcher(&window, target, "limit"),
+                batcher(&window, target, "peek"),
+            ])),
+            Backend::Memory(_) => None,
+        };
+        Ok(Self {
+            window,
+            backend,
+            batchers,
+        })
     }
 
-    fn answer<'env>(
+    fn dispatch(
         &self,
-        env: &'env Env,
+        env: &Env,
+        mode: u32,
         id: Unknown,
         options: Option<Unknown>,
-        mode: Mode,
-    ) -> napi::Result<PromiseRaw<'env, RateLimitInfo>> {
-        let (id, call) = match self::id(Some(id)).and_then(|id| Ok((id, call_options(options)?))) {
-            Ok(parsed) => parsed,
-            Err(failure) => return rejected(env, failure),
-        };
+        token: u32,
+        out: &mut Float64ArraySlice,
+    ) -> Outcome<bool> {
+        let mode = Mode::from_code(mode)?;
+        let id = self::id(Some(id))?;
+        let call = call_options(options)?;
         match &self.backend {
             Backend::Memory(store) => {
-                let info =
-                    self.answer_in_memory(&mut store.borrow_mut(), id.as_deref(), call, mode);
-                PromiseRaw::resolve(env, info.into())
-            }
-            Backend::Redis(target) => match self.answer_on_redis(target, id.as_deref(), call, mode)
-            {
-                Ok(promise) => {
-                    let window = self.window.clone();
-                    env.spawn_future_with_callback(promise, move |env, reply| {
-                        reply
-                            .and_then(|reply| facts_from_reply(&reply))
-                            .map(|facts| window.info(&facts).into())
-                            .map_err(|failure| js_error(env, failure))
-                    })
+                let answer = self.answer_in_memory(&mut store.borrow_mut(), id.as_deref(), call, mode);
+                // SAFETY: `out` is a live Float64Array of the caller's, used only during this call.
+                let out = unsafe { out.as_mut() };
+                if out.len() < VALUES {
+                    return Err(Failure::range_error(ErrorCode::InvalidArgument, "`out` must hold 4 numbers"));
                 }
-                Err(failure) => rejected(env, failure),
-            },
+                out[..VALUES].copy_from_slice(&answer);
+                Ok(true)
+            }
+            Backend::Redis(target) => {
+                let work = self.answer_on_redis(target, id.as_deref(), call, mode)?;
+                dispatch::spawn(env, token, work)?;
+                Ok(false)
+            }
         }
     }
 
     fn answer_in_memory(
         &self,
-        store: &mut crate::store::memory::MemoryStore<Timeline>,
+        store: &mut MemoryStore<Timeline>,
         id: Option<&str>,
         call: CallOptions,
         mode: Mode,
-    ) -> WindowInfo {
+    ) -> Values {
         let now = local_now(call.now);
         let id = memory_id(id);
         let window = &self.window;
         match mode {
-            Mode::Limit => store
-                .entry(id, now, |timeline, now| timeline.is_idle(window, now))
-                .attempt(window, now),
-            Mode::Peek => store.get(id).map_or_else(
-                || Timeline::default().peek(window, now),
-                |t| t.peek(window, now),
+            Mode::Limit => values(
+                &store
+                    .entry(id, now, |timeline, now| timeline.is_idle(window, now))
+                    .attempt(window, now),
             ),
+            Mode::Peek => values(
+                &store
+                    .get(id)
+                    .map_or_else(|| Timeline::default().peek(window, now), |t| t.peek(window, now)),
+            ),
+            Mode::Clear => {
+                store.remove(id);
+                [0.0; VALUES]
+            }
         }
     }
 
-    /// The script call for one answer, as a future that yields the script's reply.
+    /// The Redis work for one call, as a future that yields the answer.
     fn answer_on_redis(
         &self,
         target: &RedisTarget,
         id: Option<&str>,
         call: CallOptions,
         mode: Mode,
-    ) -> Outcome<impl std::future::Future<Output = napi::Result<Outcome<Vec<i64>>>> + Send + 'static>
-    {
+    ) -> Outcome<impl std::future::Future<Output = Outcome<Values>> + Send + 'static> {
         let key = target.key(id)?;
         let now = target.now_argument(call.now);
-        let w = &self.window;
-        let (interval, max, min_difference) =
-            (w.interval(), w.max_in_interval(), w.min_difference());
-        let record_blocked = if w.record_blocked() { "1" } else { "0" };
-        let mode = if mode == Mode::Limit { "limit" } else { "peek" };
+        let window = self.window.clone();
         let store = target.store.clone();
+        let batchers = self.batchers.clone();
         Ok(async move {
-            let mut invocation = SCRIPT.prepare_invoke();
-            invocation
-                .key(key)
-                .arg(now)
-                .arg(interval)
-                .arg(max)
-                .arg(min_difference)
-                .arg(mode)
-                .arg(record_blocked)
-                .arg(unique_member());
-            Ok(store.eval::<Vec<i64>>(&invocation).await)
+            if mode == Mode::Clear {
+                store.delete(&key).await?;
+                return Ok([0.0; VALUES]);
+            }
+            let batchers = batchers.ok_or_else(|| {
+                Failure::error(ErrorCode::Internal, "a Redis limiter without its script batchers")
+            })?;
+            let answer = if mode == Mode::Limit {
+                batchers[0].call(key, vec![now, unique_member()]).await?
+            } else {
+                batchers[1].call(key, vec![now, String::new()]).await?
+            };
+            let reply = Vec::<i64>::from_redis_value(answer).map_err(|e| {
+                Failure::error(ErrorCode::StoreError, format!("the rolling window script answered: {e}"))
+            })?;
+            Ok(values(&window.info(&facts_from_reply(&reply)?)))
         })
     }
+}
+
+/// The batcher of one mode of the script, with this window's options as the shared arguments.
+fn batcher(window: &RollingWindow, target: &RedisTarget, mode: &str) -> ScriptBatcher {
+    let shared = vec![
+        window.interval().to_string(),
+        window.max_in_interval().to_string(),
+        window.min_difference().to_string(),
+        mode.to_owned(),
+        if window.record_blocked() { "1" } else { "0" }.to_owned(),
+    ];
+    ScriptBatcher::new(dispatch::runtime().handle(), target.store.clone(), &SCRIPT, shared)
 }
 
 /// Reads the script's `{ count, current, previous, anchor }`.

@@ -8,15 +8,17 @@
 //! or a failover), which redis-rs's `ScriptInvocation` does for us.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{LazyLock, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{
     Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, FromRedisValue, IntoConnectionInfo, Pipeline,
-    RedisError, RedisFuture, ScriptInvocation, ServerErrorKind, Value,
+    RedisError, RedisFuture, Script, ScriptInvocation, ServerErrorKind, Value,
 };
 
 use crate::error::{ErrorCode, Failure, Outcome};
@@ -268,6 +270,35 @@ impl RedisStore {
         .await
     }
 
+    /// Runs a multi-key script (see [`ScriptBatcher`]) for `calls`, within `commandTimeoutMs`;
+    /// one answer per call, in order.
+    async fn eval_batch(
+        &self,
+        script: &Script,
+        shared: &[String],
+        calls: &[(String, Vec<String>)],
+    ) -> Outcome<Vec<Outcome<Value>>> {
+        let mut invocation = script.prepare_invoke();
+        for (key, _) in calls {
+            invocation.key(key);
+        }
+        invocation.arg(shared);
+        for (_, args) in calls {
+            invocation.arg(args);
+        }
+        let reply: Vec<Value> = self.eval(&invocation).await?;
+        if reply.len() != calls.len() {
+            return Err(short_reply());
+        }
+        Ok(reply
+            .into_iter()
+            .map(|answer| match answer {
+                Value::ServerError(error) => Err(self.failure(error.into())),
+                answer => Ok(answer),
+            })
+            .collect())
+    }
+
     /// Deletes a key, within `commandTimeoutMs`.
     pub async fn delete(&self, key: &str) -> Outcome<()> {
         self.bounded(async {
@@ -294,7 +325,7 @@ impl RedisStore {
         self.closed.load(Ordering::SeqCst)
     }
 
-    async fn bounded<T>(&self, work: impl std::future::Future<Output = Outcome<T>>) -> Outcome<T> {
+    pub async fn bounded<T>(&self, work: impl std::future::Future<Output = Outcome<T>>) -> Outcome<T> {
         match tokio::time::timeout(self.config.command_timeout, work).await {
             Ok(outcome) => outcome,
             Err(_) => Err(Failure::error(
@@ -400,6 +431,111 @@ impl RedisStore {
         }
         .with_cause(cause_code, cause_message)
     }
+}
+
+/// The most calls one EVALSHA carries.
+const MAX_BATCH: usize = 256;
+
+/// Sends the calls of one script that share their leading arguments together: one EVALSHA with
+/// a key (and a few arguments) per call, as many as are waiting, at most [`MAX_BATCH`].
+///
+/// One batch is in flight at a time: while it is, new calls queue up and leave together in the
+/// next one. Under load this spreads the script's fixed cost (and a round trip) over many calls;
+/// at low load a call leaves at once, alone. On a Cluster, whose keys live on different nodes,
+/// every call is sent on its own.
+///
+/// The script's contract: `KEYS[i]` with `ARGV[shared.len() + per_call * (i - 1) + 1..]`, and a
+/// reply holding one answer (or one error) per key, in order.
+pub struct ScriptBatcher {
+    store: Arc<RedisStore>,
+    script: &'static Script,
+    shared: Arc<Vec<String>>,
+    queue: Option<mpsc::UnboundedSender<Call>>,
+}
+
+struct Call {
+    key: String,
+    args: Vec<String>,
+    answer: oneshot::Sender<Outcome<Value>>,
+}
+
+impl ScriptBatcher {
+    /// `runtime` runs the task that sends the batches.
+    pub fn new(
+        runtime: &tokio::runtime::Handle,
+        store: Arc<RedisStore>,
+        script: &'static Script,
+        shared: Vec<String>,
+    ) -> Self {
+        let shared = Arc::new(shared);
+        let queue = (!store.config.is_cluster()).then(|| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            runtime.spawn(send_batches(store.clone(), script, shared.clone(), receiver));
+            sender
+        });
+        Self {
+            store,
+            script,
+            shared,
+            queue,
+        }
+    }
+
+    /// Runs the script for one key, within `commandTimeoutMs`; resolves that key's answer.
+    pub async fn call(&self, key: String, args: Vec<String>) -> Outcome<Value> {
+        let Some(queue) = &self.queue else {
+            let calls = vec![(key, args)];
+            let mut answers = self.store.eval_batch(self.script, &self.shared, &calls).await?;
+            return answers.pop().unwrap_or_else(|| Err(short_reply()));
+        };
+        let (answer, answered) = oneshot::channel();
+        self.store
+            .bounded(async {
+                queue
+                    .send(Call { key, args, answer })
+                    .map_err(|_| Failure::error(ErrorCode::Internal, "the batch sender stopped"))?;
+                answered
+                    .await
+                    .unwrap_or_else(|_| Err(Failure::error(ErrorCode::Internal, "a batch was dropped")))
+            })
+            .await
+    }
+}
+
+async fn send_batches(
+    store: Arc<RedisStore>,
+    script: &'static Script,
+    shared: Arc<Vec<String>>,
+    mut receiver: mpsc::UnboundedReceiver<Call>,
+) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        // Calls that timed out while queued are not sent.
+        batch.retain(|call| !call.answer.is_closed());
+        let calls: Vec<_> = batch.iter_mut().map(|c| (std::mem::take(&mut c.key), std::mem::take(&mut c.args))).collect();
+        let answers = if calls.is_empty() {
+            Ok(Vec::new())
+        } else {
+            store.eval_batch(script, &shared, &calls).await
+        };
+        match answers {
+            Ok(answers) => {
+                for (call, answer) in batch.drain(..).zip(answers) {
+                    let _ = call.answer.send(answer);
+                }
+            }
+            Err(failure) => {
+                for call in batch.drain(..) {
+                    let _ = call.answer.send(Err(failure.clone()));
+                }
+            }
+        }
+        batch.clear();
+    }
+}
+
+fn short_reply() -> Failure {
+    Failure::error(ErrorCode::StoreError, "the script answered fewer values than it was given keys")
 }
 
 #[cfg(test)]
