@@ -48,13 +48,14 @@ export declare class RedisStore {
 export type JsRedisStore = RedisStore
 
 /**
- * The sorted-set rolling window of rolling-rate-limiter, in memory or on Redis.
- *
- * Most code uses it through `RateLimiter` / `RedisRateLimiter`; this is the class underneath.
+ * The sorted-set rolling window of rolling-rate-limiter, in memory or on Redis: the native
+ * engine under `RateLimiter`, `InMemoryRateLimiter` and `RedisRateLimiter`, which are the API
+ * to use (see index.d.ts). It validates its options like they do.
  *
  * ```js
- * const window = new RollingWindow({ interval: 1000, maxInInterval: 2 })
- * await window.limitWithInfo('user-1') // { blocked: false, actionsRemaining: 1, ... }
+ * const { RateLimiter } = require('ratekeeper')
+ * const limiter = new RateLimiter({ interval: 1000, maxInInterval: 2 })
+ * limiter.window // a RollingWindow
  * ```
  */
 export declare class RollingWindow {

@@ -5,7 +5,7 @@
 // rolling-rate-limiter's API (0.4 classes and the original callback form) and the Express
 // middleware.
 
-import type { CallOptionsObject, RateLimitInfo, RedisOptions, RedisStore, RollingWindow } from './binding'
+import type { RedisOptions, RedisStore, RollingWindow } from './binding'
 
 export * from './binding'
 
@@ -54,8 +54,32 @@ export interface RedisRateLimiterOptions extends RateLimiterOptions {
   client: RedisClientLike
 }
 
-/** Per-call options: `{ now }` in milliseconds since the epoch overrides the clock (for tests). */
-export type CallOptions = CallOptionsObject
+/** Per-call options. */
+export interface CallOptions {
+  /**
+   * The instant of the call in milliseconds since the epoch (fractions allowed, 0 to 4e12),
+   * instead of the clock. Tests use it to control time without sleeping.
+   */
+  now?: number
+}
+
+/** rolling-rate-limiter's answer to `limitWithInfo` and `wouldLimitWithInfo`. */
+export interface RateLimitInfo {
+  /** Whether the action is (or would be) refused. */
+  blocked: boolean
+  /** Refused because `maxInInterval` actions already happened within `interval`. */
+  blockedDueToCount: boolean
+  /** Refused because the previous action was less than `minDifference` ago. */
+  blockedDueToMinDifference: boolean
+  /**
+   * Milliseconds until the next action would be allowed, rounded up. As in rolling-rate-limiter,
+   * this is at least `minDifference` even when the action is allowed, and counts from this
+   * attempt when it was recorded.
+   */
+  millisecondsUntilAllowed: number
+  /** How many more actions fit in the window now. */
+  actionsRemaining: number
+}
 
 /**
  * rolling-rate-limiter's rate limiter: at most `maxInInterval` actions in any rolling `interval`,
@@ -109,19 +133,13 @@ export interface RateLimiter {
 }
 
 /** rolling-rate-limiter's in-memory limiter (the default store of {@link RateLimiter}). */
-export declare class InMemoryRateLimiter implements RateLimiter {
-  constructor(options: Omit<RateLimiterOptions, 'client' | 'clock'>)
-  readonly interval: number
-  readonly maxInInterval: number
-  readonly minDifference: number
-  readonly window: RollingWindow
+export interface InMemoryRateLimiter extends RateLimiter {
   /** How many ids hold state in memory; idle ones are dropped as the map grows. */
   readonly trackedIds: number
-  limit(id?: Id, options?: CallOptions): Promise<boolean>
-  limitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
-  wouldLimit(id?: Id, options?: CallOptions): Promise<boolean>
-  wouldLimitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
-  clear(id?: Id): Promise<void>
+}
+export declare const InMemoryRateLimiter: {
+  new (options: Omit<RateLimiterOptions, 'client' | 'clock'>): InMemoryRateLimiter
+  prototype: InMemoryRateLimiter
 }
 
 /**
@@ -136,22 +154,16 @@ export declare class InMemoryRateLimiter implements RateLimiter {
  * const limiter = new RedisRateLimiter({ client: new Redis(), namespace: 'push:', interval: 3000, maxInInterval: 2 })
  * ```
  */
-export declare class RedisRateLimiter implements RateLimiter {
-  constructor(options: RedisRateLimiterOptions)
-  /** rolling-rate-limiter's duck typing: `'ioredis'`, `'node-redis'`, their cluster forms, or `null`. */
-  static determineRedisClientType(client: unknown): string | null
-  readonly interval: number
-  readonly maxInInterval: number
-  readonly minDifference: number
-  readonly window: RollingWindow
+export interface RedisRateLimiter extends RateLimiter {
   readonly namespace: string
-  /** The kind of client given as `client`, or `null` for a URL, options or a RedisStore. */
+  /** The kind of client given as `client` (`'ioredis'`, `'node-redis'`, their cluster forms), or `null` for a URL, options or a RedisStore. */
   readonly detectedClientType: string | null
-  limit(id?: Id, options?: CallOptions): Promise<boolean>
-  limitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
-  wouldLimit(id?: Id, options?: CallOptions): Promise<boolean>
-  wouldLimitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
-  clear(id?: Id): Promise<void>
+}
+export declare const RedisRateLimiter: {
+  new (options: RedisRateLimiterOptions): RedisRateLimiter
+  prototype: RedisRateLimiter
+  /** rolling-rate-limiter's duck typing: `'ioredis'`, `'node-redis'`, their cluster forms, or `null`. */
+  determineRedisClientType(client: unknown): string | null
 }
 /** Alias of {@link RedisRateLimiter} (rolling-rate-limiter 0.4's node-redis class). */
 export declare const NodeRedisRateLimiter: typeof RedisRateLimiter

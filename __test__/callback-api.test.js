@@ -2,19 +2,13 @@
 
 // The original callback API of the ClassDojo post: `RateLimiter(options)` without `new`.
 
-const { describe, it, before, after } = require('node:test')
+const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
 
 const RateLimiter = require('..')
-const { startRedis } = require('./helpers/redis-server.js')
+const { useRedisServer } = require('./helpers/redis-server.js')
 
-let server
-before(async () => {
-  server = await startRedis()
-})
-after(async () => {
-  await server.stop()
-})
+const redis = useRedisServer()
 
 function withCallback(limiter, ...args) {
   return new Promise((resolve) => {
@@ -24,7 +18,7 @@ function withCallback(limiter, ...args) {
 
 const forms = {
   'in memory (no redis)': (options) => RateLimiter(options),
-  'on Redis (redis: URL)': (options) => RateLimiter({ redis: server.url, namespace: `cb-${Math.random()}:`, ...options }),
+  'on Redis (redis: URL)': (options) => RateLimiter({ redis: redis.server.url, namespace: `cb-${Math.random()}:`, ...options }),
 }
 
 for (const [name, create] of Object.entries(forms)) {
@@ -85,7 +79,7 @@ describe('callback API options', () => {
   it('validates them as the class does', () => {
     assert.throws(() => RateLimiter({ interval: 0, maxInInterval: 1 }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
     assert.throws(() => RateLimiter({ interval: 10, maxInInterval: 1, minDifference: -1 }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
-    assert.throws(() => RateLimiter({ interval: 10, maxInInterval: 1, client: server.url }), { code: 'ERR_INVALID_OPTION' })
+    assert.throws(() => RateLimiter({ interval: 10, maxInInterval: 1, client: redis.server.url }), { code: 'ERR_INVALID_OPTION' })
     assert.throws(() => RateLimiter({ interval: 10, maxInInterval: 1, bogus: 1 }), { code: 'ERR_UNKNOWN_OPTION' })
     assert.throws(() => RateLimiter(), { name: 'TypeError', code: 'ERR_INVALID_OPTION' })
   })

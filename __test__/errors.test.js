@@ -7,7 +7,7 @@ const { describe, it, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 
 const { RateLimiter, InMemoryRateLimiter, RedisRateLimiter, RedisStore, RollingWindow } = require('..')
-const { startRedis, freePort } = require('./helpers/redis-server.js')
+const { freePort, withRedisServer } = require('./helpers/redis-server.js')
 
 const valid = { interval: 1000, maxInInterval: 10 }
 
@@ -154,8 +154,7 @@ describe('Redis unavailable', () => {
   })
 
   it('rejects within commandTimeoutMs when Redis hangs, then recovers when it answers again', async () => {
-    const server = await startRedis()
-    try {
+    await withRedisServer(async (server) => {
       const store = await RedisStore.connect({ url: server.url, commandTimeoutMs: 300 })
       const limiter = new RedisRateLimiter({ ...valid, client: store, namespace: 'hang:' })
       assert.equal(await limiter.limit('a'), false)
@@ -171,14 +170,11 @@ describe('Redis unavailable', () => {
       }
       assert.equal(answer, false)
       await store.close()
-    } finally {
-      await server.stop()
-    }
+    })
   })
 
   it('recovers by itself when Redis is stopped mid-run and restarted', async () => {
-    const server = await startRedis()
-    try {
+    await withRedisServer(async (server) => {
       const store = await RedisStore.connect({ url: server.url, commandTimeoutMs: 500 })
       const limiter = new RedisRateLimiter({ interval: 60_000, maxInInterval: 2, client: store, namespace: 'restart:' })
       assert.equal(await limiter.limit('a'), false)
@@ -198,27 +194,21 @@ describe('Redis unavailable', () => {
       assert.equal(answer, false)
       assert.equal(await server.cli('ZCARD', 'restart:a'), '1')
       await store.close()
-    } finally {
-      await server.stop()
-    }
+    })
   })
 
   it('rejects calls on a closed store with ERR_STORE_CLOSED', async () => {
-    const server = await startRedis()
-    try {
+    await withRedisServer(async (server) => {
       const store = new RedisStore(server.url)
       const limiter = new RedisRateLimiter({ ...valid, client: store })
       await store.close()
       assert.equal(store.closed, true)
       await assert.rejects(limiter.limit('a'), { code: 'ERR_STORE_CLOSED' })
-    } finally {
-      await server.stop()
-    }
+    })
   })
 
   it('answers ERR_STORE_ERROR when the key holds another type', async () => {
-    const server = await startRedis()
-    try {
+    await withRedisServer(async (server) => {
       await server.cli('SET', 'wrong:a', 'a string')
       const limiter = new RedisRateLimiter({ ...valid, client: server.url, namespace: 'wrong:' })
       await assert.rejects(limiter.limit('a'), (error) => {
@@ -226,9 +216,7 @@ describe('Redis unavailable', () => {
         assert.match(error.message, /WRONGTYPE/)
         return true
       })
-    } finally {
-      await server.stop()
-    }
+    })
   })
 })
 

@@ -2,20 +2,14 @@
 
 // Limiters never keep Node running: a script that builds limiters and uses them ends by itself.
 
-const { it, before, after } = require('node:test')
+const { it } = require('node:test')
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
 const path = require('node:path')
 
-const { startRedis } = require('./helpers/redis-server.js')
+const { useRedisServer } = require('./helpers/redis-server.js')
 
-let server
-before(async () => {
-  server = await startRedis()
-})
-after(async () => {
-  await server.stop()
-})
+const redis = useRedisServer()
 
 /** Runs `code` in a fresh node; resolves its exit code, or 'hung' if it is still running after 30 s. */
 function runScript(code) {
@@ -39,9 +33,9 @@ it('exits with in-memory and Redis limiters alive and their connections open', a
     const { RateLimiter, RedisRateLimiter, RedisStore } = require('.')
     ;(async () => {
       const memory = new RateLimiter({ interval: 60000, maxInInterval: 5 })
-      const store = await RedisStore.connect('${server.url}')
+      const store = await RedisStore.connect('${redis.server.url}')
       const redis = new RedisRateLimiter({ client: store, interval: 60000, maxInInterval: 5 })
-      const other = new RedisRateLimiter({ client: '${server.url}', interval: 60000, maxInInterval: 5 })
+      const other = new RedisRateLimiter({ client: '${redis.server.url}', interval: 60000, maxInInterval: 5 })
       console.log(await memory.limit('a'), await redis.limit('a'), await other.limit('b'))
     })()
   `)

@@ -17,12 +17,17 @@ const { typeError } = require('./errors.js')
 function detectClientType(client) {
   if (client === null || typeof client !== 'object') return null
   if ('zRemRangeByScore' in client && 'ZREMRANGEBYSCORE' in client) {
-    return client.options && Array.isArray(client.options.rootNodes) ? 'node-redis-cluster' : 'node-redis'
+    return Array.isArray(clusterOptions(client).rootNodes) ? 'node-redis-cluster' : 'node-redis'
   }
   if ('zremrangebyscore' in client) {
     return client.isCluster === true || Array.isArray(client.startupNodes) ? 'ioredis-cluster' : 'ioredis'
   }
   return null
+}
+
+/** A node-redis cluster's options (v5 keeps them in `_options`). */
+function clusterOptions(client) {
+  return client._options || client.options || {}
 }
 
 /** `{ username, password, tls }` without the undefined ones. */
@@ -88,8 +93,9 @@ function connectionOptionsFromClient(client) {
       return defined({ cluster: nodes.map((n) => nodeUrl(n, shared.tls)), username: shared.username, password: shared.password, tls: shared.tls })
     }
     case 'node-redis-cluster': {
-      const shared = fromNodeRedisOptions((client.options && client.options.defaults) || {})
-      const nodes = client.options.rootNodes.map((n) => nodeUrl(fromNodeRedisOptions(n), shared.tls))
+      const options = clusterOptions(client)
+      const shared = fromNodeRedisOptions(options.defaults || {})
+      const nodes = options.rootNodes.map((n) => nodeUrl(fromNodeRedisOptions(n), shared.tls))
       return defined({ cluster: nodes, username: shared.username, password: shared.password, tls: shared.tls })
     }
     default:

@@ -178,3 +178,30 @@ async function startCluster() {
 }
 
 module.exports = { freePort, startRedis, startCluster }
+
+/**
+ * For a test file: starts a redis-server before its tests and stops it after.
+ * @returns {{ server: Awaited<ReturnType<typeof startRedis>> }} filled in once the tests run
+ */
+function useRedisServer() {
+  const { before, after } = require('node:test')
+  const context = {}
+  before(async () => {
+    context.server = await startRedis()
+  })
+  after(() => context.server && context.server.stop())
+  return context
+}
+
+/** Runs `test(server)` with a redis-server of its own, stopped afterwards. */
+async function withRedisServer(test) {
+  const server = await startRedis()
+  try {
+    return await test(server)
+  } finally {
+    await server.stop()
+  }
+}
+
+module.exports.useRedisServer = useRedisServer
+module.exports.withRedisServer = withRedisServer

@@ -68,7 +68,10 @@ struct Shared {
 
 impl Shared {
     fn push(&self, add: impl FnOnce(&mut Queue)) {
-        let mut queue = self.queue.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut queue = self
+            .queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let was_empty = queue.is_empty();
         add(&mut queue);
         // One wake-up per batch: while the queue is non-empty, a drain is already scheduled.
@@ -123,7 +126,9 @@ pub fn set_handler(env: &Env, handler: Function<Unknown, Unknown>) -> napi::Resu
         );
         if status != sys::Status::napi_ok {
             drop(Arc::from_raw(context as *const Shared));
-            return Err(napi::Error::from_reason("could not create the answer channel"));
+            return Err(napi::Error::from_reason(
+                "could not create the answer channel",
+            ));
         }
         // Idle until a call is pending.
         sys::napi_unref_threadsafe_function(env.raw(), tsfn);
@@ -156,12 +161,21 @@ pub fn spawn(
         Some(dispatcher.shared.clone())
     });
     let shared = shared.ok_or_else(|| {
-        Failure::error(ErrorCode::Internal, "the answer channel is not set up (lib/engine.js registers it)")
+        Failure::error(
+            ErrorCode::Internal,
+            "the answer channel is not set up (lib/engine.js registers it)",
+        )
     })?;
     runtime().spawn(async move {
-        let outcome = AssertUnwindSafe(work).catch_unwind().await.unwrap_or_else(|_| {
-            Err(Failure::error(ErrorCode::Internal, "a Redis call panicked; please report this bug"))
-        });
+        let outcome = AssertUnwindSafe(work)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failure::error(
+                    ErrorCode::Internal,
+                    "a Redis call panicked; please report this bug",
+                ))
+            });
         shared.push(|queue| match outcome {
             Ok(values) => {
                 queue.answers.push(f64::from(token));
@@ -186,7 +200,10 @@ unsafe extern "C" fn drain(
     let shared = unsafe { &*(context as *const Shared) };
     let (answers, failures) = {
         let mut queue = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
-        (std::mem::take(&mut queue.answers), std::mem::take(&mut queue.failures))
+        (
+            std::mem::take(&mut queue.answers),
+            std::mem::take(&mut queue.failures),
+        )
     };
     let settled = answers.len() / (VALUES + 1) + failures.len();
     if settled == 0 {
@@ -228,7 +245,14 @@ unsafe fn call_handler(
     let mut result = ptr::null_mut();
     unsafe {
         sys::napi_get_undefined(env.raw(), &mut undefined);
-        sys::napi_call_function(env.raw(), undefined, handler, 2, [answers, list].as_ptr(), &mut result);
+        sys::napi_call_function(
+            env.raw(),
+            undefined,
+            handler,
+            2,
+            [answers, list].as_ptr(),
+            &mut result,
+        );
     }
     Ok(())
 }

@@ -13,10 +13,7 @@ pub const MAX_ID_BYTES: usize = 1024;
 /// Reads an id: a non-empty string of at most 1 KiB, or a finite number, which counts as its
 /// JavaScript string form (`1` and `"1"` are the same id, as in rolling-rate-limiter).
 /// `undefined` (no id) is `None`: the limiter's one shared, global limit.
-pub fn id(value: Option<Unknown>) -> Outcome<Option<String>> {
-    let Some(value) = value else {
-        return Ok(None);
-    };
+pub fn id(value: Unknown) -> Outcome<Option<String>> {
     let id = match value.get_type() {
         Ok(ValueType::Undefined) => return Ok(None),
         Ok(ValueType::String) => string_value(&value),

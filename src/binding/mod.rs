@@ -69,8 +69,16 @@ fn with_cause_code(
 
 /// Registers the function that receives the answers of Redis-backed calls in batches:
 /// `handler(answers, failures)`. `lib/engine.js` calls this once; nothing else should.
-#[napi_derive::napi(ts_args_type = "handler: (answers: Float64Array, failures: Array<[number, Error]>) => void")]
-pub fn set_answer_handler(env: Env, handler: napi::bindgen_prelude::Function<napi::bindgen_prelude::Unknown, napi::bindgen_prelude::Unknown>) -> napi::Result<()> {
+#[napi_derive::napi(
+    ts_args_type = "handler: (answers: Float64Array, failures: Array<[number, Error]>) => void"
+)]
+pub fn set_answer_handler(
+    env: Env,
+    handler: napi::bindgen_prelude::Function<
+        napi::bindgen_prelude::Unknown,
+        napi::bindgen_prelude::Unknown,
+    >,
+) -> napi::Result<()> {
     dispatch::set_handler(&env, handler)
 }
 

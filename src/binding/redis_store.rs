@@ -94,7 +94,10 @@ impl JsRedisStore {
         env.spawn_future_with_callback(
             async move {
                 Ok(connecting.await.unwrap_or_else(|_| {
-                    Err(Failure::error(ErrorCode::Internal, "connecting panicked; please report this bug"))
+                    Err(Failure::error(
+                        ErrorCode::Internal,
+                        "connecting panicked; please report this bug",
+                    ))
                 }))
             },
             move |env, outcome| match outcome {

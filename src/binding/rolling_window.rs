@@ -11,11 +11,11 @@ use napi_derive::napi;
 use redis::{FromRedisValue, Script};
 
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
+use super::dispatch::{self, Values, VALUES};
 use super::input::{call_options, id, CallOptions};
+use super::js_error;
 use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
-use super::dispatch::{self, Values, VALUES};
-use super::js_error;
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::rolling_window::{RollingWindow, Timeline, WindowFacts, WindowInfo};
 use crate::store::memory::MemoryStore;
@@ -49,13 +49,14 @@ pub struct RollingWindowOptions {
     pub clock: Option<String>,
 }
 
-/// The sorted-set rolling window of rolling-rate-limiter, in memory or on Redis.
-///
-/// Most code uses it through `RateLimiter` / `RedisRateLimiter`; this is the class underneath.
+/// The sorted-set rolling window of rolling-rate-limiter, in memory or on Redis: the native
+/// engine under `RateLimiter`, `InMemoryRateLimiter` and `RedisRateLimiter`, which are the API
+/// to use (see index.d.ts). It validates its options like they do.
 ///
 /// ```js
-/// const window = new RollingWindow({ interval: 1000, maxInInterval: 2 })
-/// await window.limitWithInfo('user-1') // { blocked: false, actionsRemaining: 1, ... }
+/// const { RateLimiter } = require('ratekeeper')
+/// const limiter = new RateLimiter({ interval: 1000, maxInInterval: 2 })
+/// limiter.window // a RollingWindow
 /// ```
 #[napi(js_name = "RollingWindow")]
 pub struct JsRollingWindow {
@@ -82,7 +83,10 @@ impl Mode {
             0 => Ok(Mode::Limit),
             1 => Ok(Mode::Peek),
             2 => Ok(Mode::Clear),
-            _ => Err(Failure::range_error(ErrorCode::InvalidArgument, format!("unknown mode {code}"))),
+            _ => Err(Failure::range_error(
+                ErrorCode::InvalidArgument,
+                format!("unknown mode {code}"),
+            )),
         }
     }
 }
@@ -120,7 +124,9 @@ impl JsRollingWindow {
     /// `true` is returned. On Redis, `false` is returned and the answer reaches the handler of
     /// `lib/engine.js` under `token`. Bad arguments throw `ERR_INVALID_ID` or
     /// `ERR_INVALID_ARGUMENT`. Use `RateLimiter`'s methods rather than this.
-    #[napi(ts_args_type = "mode: number, id: unknown, options: unknown, token: number, out: Float64Array")]
+    #[napi(
+        ts_args_type = "mode: number, id: unknown, options: unknown, token: number, out: Float64Array"
+    )]
     pub fn run(
         &self,
         env: Env,
@@ -142,7 +148,12 @@ impl JsRollingWindow {
     }
 
     fn build(options: Unknown, store: Option<&JsRedisStore>) -> Outcome<Self> {
-        let mut r = OptionsReader::new(Some(options), "rate limiter options", ErrorCode::InvalidOption, false)?;
+        let mut r = OptionsReader::new(
+            Some(options),
+            "rate limiter options",
+            ErrorCode::InvalidOption,
+            false,
+        )?;
         let interval = r.required_number("interval")?;
         let max_in_interval = r.required_number("maxInInterval")?;
         let min_difference = r.number("minDifference")?.unwrap_or(0.0);
@@ -174,15 +185,19 @@ impl JsRollingWindow {
         out: &mut Float64ArraySlice,
     ) -> Outcome<bool> {
         let mode = Mode::from_code(mode)?;
-        let id = self::id(Some(id))?;
+        let id = self::id(id)?;
         let call = call_options(options)?;
         match &self.backend {
             Backend::Memory(store) => {
-                let answer = self.answer_in_memory(&mut store.borrow_mut(), id.as_deref(), call, mode);
+                let answer =
+                    self.answer_in_memory(&mut store.borrow_mut(), id.as_deref(), call, mode);
                 // SAFETY: `out` is a live Float64Array of the caller's, used only during this call.
                 let out = unsafe { out.as_mut() };
                 if out.len() < VALUES {
-                    return Err(Failure::range_error(ErrorCode::InvalidArgument, "`out` must hold 4 numbers"));
+                    return Err(Failure::range_error(
+                        ErrorCode::InvalidArgument,
+                        "`out` must hold 4 numbers",
+                    ));
                 }
                 out[..VALUES].copy_from_slice(&answer);
                 Ok(true)
@@ -211,11 +226,10 @@ impl JsRollingWindow {
                     .entry(id, now, |timeline, now| timeline.is_idle(window, now))
                     .attempt(window, now),
             ),
-            Mode::Peek => values(
-                &store
-                    .get(id)
-                    .map_or_else(|| Timeline::default().peek(window, now), |t| t.peek(window, now)),
-            ),
+            Mode::Peek => values(&store.get(id).map_or_else(
+                || Timeline::default().peek(window, now),
+                |t| t.peek(window, now),
+            )),
             Mode::Clear => {
                 store.remove(id);
                 [0.0; VALUES]
@@ -242,7 +256,10 @@ impl JsRollingWindow {
                 return Ok([0.0; VALUES]);
             }
             let batchers = batchers.ok_or_else(|| {
-                Failure::error(ErrorCode::Internal, "a Redis limiter without its script batchers")
+                Failure::error(
+                    ErrorCode::Internal,
+                    "a Redis limiter without its script batchers",
+                )
             })?;
             let answer = if mode == Mode::Limit {
                 batchers[0].call(key, vec![now, unique_member()]).await?
@@ -250,7 +267,10 @@ impl JsRollingWindow {
                 batchers[1].call(key, vec![now, String::new()]).await?
             };
             let reply = Vec::<i64>::from_redis_value(answer).map_err(|e| {
-                Failure::error(ErrorCode::StoreError, format!("the rolling window script answered: {e}"))
+                Failure::error(
+                    ErrorCode::StoreError,
+                    format!("the rolling window script answered: {e}"),
+                )
             })?;
             Ok(values(&window.info(&facts_from_reply(&reply)?)))
         })
@@ -266,7 +286,12 @@ fn batcher(window: &RollingWindow, target: &RedisTarget, mode: &str) -> ScriptBa
         mode.to_owned(),
         if window.record_blocked() { "1" } else { "0" }.to_owned(),
     ];
-    ScriptBatcher::new(dispatch::runtime().handle(), target.store.clone(), &SCRIPT, shared)
+    ScriptBatcher::new(
+        dispatch::runtime().handle(),
+        target.store.clone(),
+        &SCRIPT,
+        shared,
+    )
 }
 
 /// Reads the script's `{ count, current, previous, anchor }`.

@@ -325,7 +325,10 @@ impl RedisStore {
         self.closed.load(Ordering::SeqCst)
     }
 
-    pub async fn bounded<T>(&self, work: impl std::future::Future<Output = Outcome<T>>) -> Outcome<T> {
+    pub async fn bounded<T>(
+        &self,
+        work: impl std::future::Future<Output = Outcome<T>>,
+    ) -> Outcome<T> {
         match tokio::time::timeout(self.config.command_timeout, work).await {
             Ok(outcome) => outcome,
             Err(_) => Err(Failure::error(
@@ -470,7 +473,12 @@ impl ScriptBatcher {
         let shared = Arc::new(shared);
         let queue = (!store.config.is_cluster()).then(|| {
             let (sender, receiver) = mpsc::unbounded_channel();
-            runtime.spawn(send_batches(store.clone(), script, shared.clone(), receiver));
+            runtime.spawn(send_batches(
+                store.clone(),
+                script,
+                shared.clone(),
+                receiver,
+            ));
             sender
         });
         Self {
@@ -485,7 +493,10 @@ impl ScriptBatcher {
     pub async fn call(&self, key: String, args: Vec<String>) -> Outcome<Value> {
         let Some(queue) = &self.queue else {
             let calls = vec![(key, args)];
-            let mut answers = self.store.eval_batch(self.script, &self.shared, &calls).await?;
+            let mut answers = self
+                .store
+                .eval_batch(self.script, &self.shared, &calls)
+                .await?;
             return answers.pop().unwrap_or_else(|| Err(short_reply()));
         };
         let (answer, answered) = oneshot::channel();
@@ -494,9 +505,9 @@ impl ScriptBatcher {
                 queue
                     .send(Call { key, args, answer })
                     .map_err(|_| Failure::error(ErrorCode::Internal, "the batch sender stopped"))?;
-                answered
-                    .await
-                    .unwrap_or_else(|_| Err(Failure::error(ErrorCode::Internal, "a batch was dropped")))
+                answered.await.unwrap_or_else(|_| {
+                    Err(Failure::error(ErrorCode::Internal, "a batch was dropped"))
+                })
             })
             .await
     }
@@ -512,7 +523,10 @@ async fn send_batches(
     while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
         // Calls that timed out while queued are not sent.
         batch.retain(|call| !call.answer.is_closed());
-        let calls: Vec<_> = batch.iter_mut().map(|c| (std::mem::take(&mut c.key), std::mem::take(&mut c.args))).collect();
+        let calls: Vec<_> = batch
+            .iter_mut()
+            .map(|c| (std::mem::take(&mut c.key), std::mem::take(&mut c.args)))
+            .collect();
         let answers = if calls.is_empty() {
             Ok(Vec::new())
         } else {
@@ -535,7 +549,10 @@ async fn send_batches(
 }
 
 fn short_reply() -> Failure {
-    Failure::error(ErrorCode::StoreError, "the script answered fewer values than it was given keys")
+    Failure::error(
+        ErrorCode::StoreError,
+        "the script answered fewer values than it was given keys",
+    )
 }
 
 #[cfg(test)]

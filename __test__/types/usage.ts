@@ -1,0 +1,51 @@
+// Compiled by types.test.js with `tsc --noEmit --strict`: the declarations must describe the
+// API as the README shows it.
+import RateLimiterDefault, {
+  RateLimiter,
+  InMemoryRateLimiter,
+  RedisRateLimiter,
+  IORedisRateLimiter,
+  NodeRedisRateLimiter,
+  RedisStore,
+  RateLimitInfo,
+  rateLimit,
+} from '../..'
+
+async function main(): Promise<void> {
+  const memory = new RateLimiter({ interval: 60_000, maxInInterval: 10, minDifference: 1000 })
+  const blocked: boolean = await memory.limit('user', { now: 5 })
+  const info: RateLimitInfo = await memory.limitWithInfo(42)
+  const wait: number = info.millisecondsUntilAllowed + info.actionsRemaining
+  await memory.wouldLimit('user')
+  await memory.clear('user')
+
+  const inMemory = new InMemoryRateLimiter({ interval: 1000, maxInInterval: 1, recordBlocked: false })
+  const tracked: number = inMemory.trackedIds
+
+  const store: RedisStore = await RedisStore.connect({ host: '127.0.0.1', port: 6380, commandTimeoutMs: 500 })
+  const redis = new RedisRateLimiter({ client: store, namespace: 'n:', interval: 1000, maxInInterval: 5, clock: 'local' })
+  const io = new IORedisRateLimiter({ client: 'redis://127.0.0.1:6380', interval: 1000, maxInInterval: 5 })
+  const node = new NodeRedisRateLimiter({ client: { url: 'redis://127.0.0.1:6380' }, interval: 1000, maxInInterval: 5 })
+  const type: string | null = redis.detectedClientType
+  await store.close()
+
+  // The callback API.
+  const limiter = RateLimiterDefault({ interval: 1000, maxInInterval: 10, redis: 'redis://127.0.0.1:6380' })
+  limiter('user', (err, timeLeft, actionsLeft) => {
+    if (err) throw err
+    console.log(timeLeft, actionsLeft)
+  })
+  const timeLeft: number | undefined = await limiter('user')
+  const sameFunction = RateLimiter({ interval: 1000, maxInInterval: 10 })
+  await sameFunction()
+
+  const middleware = rateLimit({ limiter: memory, key: (req) => req.ip, onError: 'allow' })
+  console.log(blocked, wait, tracked, io, node, type, timeLeft, middleware)
+
+  // @ts-expect-error maxInInterval is required
+  new RateLimiter({ interval: 1000 })
+  // @ts-expect-error RedisRateLimiter needs a client
+  new RedisRateLimiter({ interval: 1000, maxInInterval: 1 })
+}
+
+void main
