@@ -144,13 +144,46 @@ pub fn set_handler(env: &Env, handler: Function<Unknown, Unknown>) -> napi::Resu
     Ok(())
 }
 
-/// Starts `work` on the runtime; its answer reaches the handler under `token`.
-/// Must be called on the JS thread.
-pub fn spawn(
-    env: &Env,
+/// Where the answer of one pending call goes: send it exactly once, from any thread.
+pub struct Reply {
+    shared: Arc<Shared>,
     token: u32,
-    work: impl Future<Output = Outcome<Values>> + Send + 'static,
-) -> Outcome<()> {
+    sent: bool,
+}
+
+impl Reply {
+    pub fn send(mut self, outcome: Outcome<Values>) {
+        self.sent = true;
+        let token = self.token;
+        self.shared.push(|queue| match outcome {
+            Ok(values) => {
+                queue.answers.push(f64::from(token));
+                queue.answers.extend_from_slice(&values);
+            }
+            Err(failure) => queue.failures.push((token, failure)),
+        });
+    }
+}
+
+impl Drop for Reply {
+    /// A reply dropped unsent (a bug) still settles its call, so no Promise hangs and the
+    /// pending count stays right.
+    fn drop(&mut self) {
+        if !self.sent {
+            let failure = Failure::error(
+                ErrorCode::Internal,
+                "a call lost its answer; please report this bug",
+            );
+            let token = self.token;
+            self.shared
+                .push(|queue| queue.failures.push((token, failure)));
+        }
+    }
+}
+
+/// Registers a pending call under `token`: its Promise settles when the returned [`Reply`] is
+/// sent. Must be called on the JS thread.
+pub fn begin(env: &Env, token: u32) -> Outcome<Reply> {
     let shared = DISPATCHER.with(|d| {
         let mut d = d.borrow_mut();
         let dispatcher = d.as_mut()?;
@@ -166,6 +199,15 @@ pub fn spawn(
             "the answer channel is not set up (lib/engine.js registers it)",
         )
     })?;
+    Ok(Reply {
+        shared,
+        token,
+        sent: false,
+    })
+}
+
+/// Runs `work` on the runtime and sends its answer (a panic becomes `ERR_INTERNAL`).
+pub fn spawn(reply: Reply, work: impl Future<Output = Outcome<Values>> + Send + 'static) {
     runtime().spawn(async move {
         let outcome = AssertUnwindSafe(work)
             .catch_unwind()
@@ -176,15 +218,8 @@ pub fn spawn(
                     "a Redis call panicked; please report this bug",
                 ))
             });
-        shared.push(|queue| match outcome {
-            Ok(values) => {
-                queue.answers.push(f64::from(token));
-                queue.answers.extend_from_slice(&values);
-            }
-            Err(failure) => queue.failures.push((token, failure)),
-        });
+        reply.send(outcome);
     });
-    Ok(())
 }
 
 /// Runs on the JS thread when answers are queued: hands them all to the handler.

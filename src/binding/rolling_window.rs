@@ -3,7 +3,7 @@
 //! `index.js` builds rolling-rate-limiter's API (`RateLimiter`, `RedisRateLimiter`, the callback
 //! form) on this class.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
 use napi::Env;
@@ -63,7 +63,7 @@ pub struct JsRollingWindow {
     window: RollingWindow,
     backend: Backend<Timeline>,
     /// On Redis: the script's batchers for attempts and for peeks.
-    batchers: Option<Arc<[ScriptBatcher; 2]>>,
+    batchers: Option<[ScriptBatcher; 2]>,
 }
 
 /// What `run` does.
@@ -162,10 +162,10 @@ impl JsRollingWindow {
         r.finish()?;
         let window = RollingWindow::new(interval, max_in_interval, min_difference, record_blocked)?;
         let batchers = match &backend {
-            Backend::Redis(target) => Some(Arc::new([
+            Backend::Redis(target) => Some([
                 batcher(&window, target, "limit"),
                 batcher(&window, target, "peek"),
-            ])),
+            ]),
             Backend::Memory(_) => None,
         };
         Ok(Self {
@@ -203,8 +203,7 @@ impl JsRollingWindow {
                 Ok(true)
             }
             Backend::Redis(target) => {
-                let work = self.answer_on_redis(target, id.as_deref(), call, mode)?;
-                dispatch::spawn(env, token, work)?;
+                self.answer_on_redis(env, token, target, id.as_deref(), call, mode)?;
                 Ok(false)
             }
         }
@@ -237,44 +236,57 @@ impl JsRollingWindow {
         }
     }
 
-    /// The Redis work for one call, as a future that yields the answer.
+    /// Sends one call to Redis; its answer reaches JavaScript under `token`.
     fn answer_on_redis(
         &self,
+        env: &Env,
+        token: u32,
         target: &RedisTarget,
         id: Option<&str>,
         call: CallOptions,
         mode: Mode,
-    ) -> Outcome<impl std::future::Future<Output = Outcome<Values>> + Send + 'static> {
+    ) -> Outcome<()> {
         let key = target.key(id)?;
-        let now = target.now_argument(call.now);
-        let window = self.window.clone();
-        let store = target.store.clone();
-        let batchers = self.batchers.clone();
-        Ok(async move {
-            if mode == Mode::Clear {
-                store.delete(&key).await?;
-                return Ok([0.0; VALUES]);
+        let batchers = self.batchers.as_ref().ok_or_else(|| {
+            Failure::error(
+                ErrorCode::Internal,
+                "a Redis limiter without its script batchers",
+            )
+        })?;
+        // Nothing below fails: the call is pending from here on.
+        let reply = dispatch::begin(env, token)?;
+        let (batcher, member) = match mode {
+            Mode::Clear => {
+                let store = target.store.clone();
+                dispatch::spawn(reply, async move {
+                    store.delete(&key).await.map(|()| [0.0; VALUES])
+                });
+                return Ok(());
             }
-            let batchers = batchers.ok_or_else(|| {
-                Failure::error(
-                    ErrorCode::Internal,
-                    "a Redis limiter without its script batchers",
-                )
-            })?;
-            let answer = if mode == Mode::Limit {
-                batchers[0].call(key, vec![now, unique_member()]).await?
-            } else {
-                batchers[1].call(key, vec![now, String::new()]).await?
-            };
-            let reply = Vec::<i64>::from_redis_value(answer).map_err(|e| {
-                Failure::error(
-                    ErrorCode::StoreError,
-                    format!("the rolling window script answered: {e}"),
-                )
-            })?;
-            Ok(values(&window.info(&facts_from_reply(&reply)?)))
-        })
+            Mode::Limit => (&batchers[0], unique_member()),
+            Mode::Peek => (&batchers[1], String::new()),
+        };
+        let window = self.window.clone();
+        batcher.submit(
+            key,
+            vec![target.now_argument(call.now), member],
+            Box::new(move |answer| {
+                reply.send(answer.and_then(|answer| answer_values(&window, answer)))
+            }),
+        );
+        Ok(())
     }
+}
+
+/// The script's answer for one call, as the numbers JavaScript decodes.
+fn answer_values(window: &RollingWindow, answer: redis::Value) -> Outcome<Values> {
+    let reply = Vec::<i64>::from_redis_value(answer).map_err(|e| {
+        Failure::error(
+            ErrorCode::StoreError,
+            format!("the rolling window script answered: {e}"),
+        )
+    })?;
+    Ok(values(&window.info(&facts_from_reply(&reply)?)))
 }
 
 /// The batcher of one mode of the script, with this window's options as the shared arguments.

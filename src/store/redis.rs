@@ -9,9 +9,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -258,20 +258,17 @@ impl RedisStore {
             .await
     }
 
-    /// Runs a script, within `commandTimeoutMs`.
-    pub async fn eval<T: FromRedisValue>(&self, invocation: &ScriptInvocation<'_>) -> Outcome<T> {
-        self.bounded(async {
-            let mut connection = self.connection().await?;
-            invocation
-                .invoke_async(&mut connection)
-                .await
-                .map_err(|e| self.failure(e))
-        })
-        .await
+    /// Runs a script (no timeout of its own: callers bound it).
+    async fn run_script<T: FromRedisValue>(&self, invocation: &ScriptInvocation<'_>) -> Outcome<T> {
+        let mut connection = self.connection().await?;
+        invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|e| self.failure(e))
     }
 
-    /// Runs a multi-key script (see [`ScriptBatcher`]) for `calls`, within `commandTimeoutMs`;
-    /// one answer per call, in order.
+    /// Runs a multi-key script (see [`ScriptBatcher`]) for `calls`; one answer per call, in
+    /// order. No timeout of its own: callers bound it.
     async fn eval_batch(
         &self,
         script: &Script,
@@ -286,7 +283,7 @@ impl RedisStore {
         for (_, args) in calls {
             invocation.arg(args);
         }
-        let reply: Vec<Value> = self.eval(&invocation).await?;
+        let reply: Vec<Value> = self.run_script(&invocation).await?;
         if reply.len() != calls.len() {
             return Err(short_reply());
         }
@@ -325,22 +322,31 @@ impl RedisStore {
         self.closed.load(Ordering::SeqCst)
     }
 
-    pub async fn bounded<T>(
+    /// Runs `work` within `commandTimeoutMs`.
+    async fn bounded<T>(&self, work: impl std::future::Future<Output = Outcome<T>>) -> Outcome<T> {
+        self.bounded_for(self.config.command_timeout, work).await
+    }
+
+    async fn bounded_for<T>(
         &self,
+        budget: Duration,
         work: impl std::future::Future<Output = Outcome<T>>,
     ) -> Outcome<T> {
-        match tokio::time::timeout(self.config.command_timeout, work).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(Failure::error(
-                ErrorCode::StoreUnavailable,
-                format!(
-                    "Redis at {} did not answer within {} ms",
-                    self.config.endpoint,
-                    self.config.command_timeout.as_millis()
-                ),
-            )
-            .with_cause("Timeout", "the command timed out")),
-        }
+        tokio::time::timeout(budget, work)
+            .await
+            .unwrap_or_else(|_| Err(self.timeout_failure()))
+    }
+
+    fn timeout_failure(&self) -> Failure {
+        Failure::error(
+            ErrorCode::StoreUnavailable,
+            format!(
+                "Redis at {} did not answer within {} ms",
+                self.config.endpoint,
+                self.config.command_timeout.as_millis()
+            ),
+        )
+        .with_cause("Timeout", "the command timed out")
     }
 
     async fn connection(&self) -> Outcome<Connection> {
@@ -439,13 +445,19 @@ impl RedisStore {
 /// The most calls one EVALSHA carries.
 const MAX_BATCH: usize = 256;
 
+/// Batches of one batcher in flight at once: two, so that Redis runs one while the next fills.
+const BATCHES_IN_FLIGHT: usize = 2;
+
+/// What to do with a call's answer; it runs on the runtime's thread.
+pub type Answered = Box<dyn FnOnce(Outcome<Value>) + Send>;
+
 /// Sends the calls of one script that share their leading arguments together: one EVALSHA with
 /// a key (and a few arguments) per call, as many as are waiting, at most [`MAX_BATCH`].
 ///
-/// One batch is in flight at a time: while it is, new calls queue up and leave together in the
-/// next one. Under load this spreads the script's fixed cost (and a round trip) over many calls;
-/// at low load a call leaves at once, alone. On a Cluster, whose keys live on different nodes,
-/// every call is sent on its own.
+/// At most [`BATCHES_IN_FLIGHT`] batches are in flight: meanwhile new calls queue up and leave
+/// together in the next one. Under load this spreads the script's fixed cost (and a round trip)
+/// over many calls; at low load a call leaves at once, alone. Every call is answered within `commandTimeoutMs` of
+/// its submission. On a Cluster, whose keys live on different nodes, every call is sent alone.
 ///
 /// The script's contract: `KEYS[i]` with `ARGV[shared.len() + per_call * (i - 1) + 1..]`, and a
 /// reply holding one answer (or one error) per key, in order.
@@ -453,13 +465,15 @@ pub struct ScriptBatcher {
     store: Arc<RedisStore>,
     script: &'static Script,
     shared: Arc<Vec<String>>,
+    runtime: tokio::runtime::Handle,
     queue: Option<mpsc::UnboundedSender<Call>>,
 }
 
 struct Call {
     key: String,
     args: Vec<String>,
-    answer: oneshot::Sender<Outcome<Value>>,
+    since: Instant,
+    answered: Answered,
 }
 
 impl ScriptBatcher {
@@ -485,31 +499,38 @@ impl ScriptBatcher {
             store,
             script,
             shared,
+            runtime: runtime.clone(),
             queue,
         }
     }
 
-    /// Runs the script for one key, within `commandTimeoutMs`; resolves that key's answer.
-    pub async fn call(&self, key: String, args: Vec<String>) -> Outcome<Value> {
-        let Some(queue) = &self.queue else {
-            let calls = vec![(key, args)];
-            let mut answers = self
-                .store
-                .eval_batch(self.script, &self.shared, &calls)
-                .await?;
-            return answers.pop().unwrap_or_else(|| Err(short_reply()));
+    /// Runs the script for one key; `answered` gets that key's answer, or the failure, within
+    /// `commandTimeoutMs`.
+    pub fn submit(&self, key: String, args: Vec<String>, answered: Answered) {
+        let call = Call {
+            key,
+            args,
+            since: Instant::now(),
+            answered,
         };
-        let (answer, answered) = oneshot::channel();
-        self.store
-            .bounded(async {
-                queue
-                    .send(Call { key, args, answer })
-                    .map_err(|_| Failure::error(ErrorCode::Internal, "the batch sender stopped"))?;
-                answered.await.unwrap_or_else(|_| {
-                    Err(Failure::error(ErrorCode::Internal, "a batch was dropped"))
-                })
-            })
-            .await
+        let Some(queue) = &self.queue else {
+            let (store, script, shared) = (self.store.clone(), self.script, self.shared.clone());
+            self.runtime.spawn(async move {
+                let calls = [(call.key, call.args)];
+                let answer = store
+                    .bounded(store.eval_batch(script, &shared, &calls))
+                    .await
+                    .and_then(|mut answers| answers.pop().unwrap_or_else(|| Err(short_reply())));
+                (call.answered)(answer);
+            });
+            return;
+        };
+        if let Err(unsent) = queue.send(call) {
+            (unsent.0.answered)(Err(Failure::error(
+                ErrorCode::Internal,
+                "the batch sender stopped",
+            )));
+        }
     }
 }
 
@@ -519,32 +540,58 @@ async fn send_batches(
     shared: Arc<Vec<String>>,
     mut receiver: mpsc::UnboundedReceiver<Call>,
 ) {
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT));
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        // Calls that timed out while queued are not sent.
-        batch.retain(|call| !call.answer.is_closed());
-        let calls: Vec<_> = batch
-            .iter_mut()
-            .map(|c| (std::mem::take(&mut c.key), std::mem::take(&mut c.args)))
-            .collect();
-        let answers = if calls.is_empty() {
-            Ok(Vec::new())
-        } else {
-            store.eval_batch(script, &shared, &calls).await
+    loop {
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            return;
         };
-        match answers {
-            Ok(answers) => {
-                for (call, answer) in batch.drain(..).zip(answers) {
-                    let _ = call.answer.send(answer);
-                }
-            }
-            Err(failure) => {
-                for call in batch.drain(..) {
-                    let _ = call.answer.send(Err(failure.clone()));
-                }
+        if receiver.recv_many(&mut batch, MAX_BATCH).await == 0 {
+            return;
+        }
+        let calls = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
+        let (store, shared) = (store.clone(), shared.clone());
+        tokio::spawn(async move {
+            send_batch(&store, script, &shared, calls).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Sends one batch and hands out its answers.
+async fn send_batch(store: &RedisStore, script: &Script, shared: &[String], batch: Vec<Call>) {
+    // Calls that spent their whole timeout queued fail now; the batch gets what is left of the
+    // oldest remaining call's timeout.
+    let timeout = store.config.command_timeout;
+    let now = Instant::now();
+    let (expired, live): (Vec<_>, Vec<_>) = batch
+        .into_iter()
+        .partition(|call| now.duration_since(call.since) >= timeout);
+    for call in expired {
+        (call.answered)(Err(store.timeout_failure()));
+    }
+    let Some(oldest) = live.iter().map(|call| call.since).min() else {
+        return;
+    };
+    let budget = timeout.saturating_sub(now.duration_since(oldest));
+    let (calls, answered): (Vec<_>, Vec<_>) = live
+        .into_iter()
+        .map(|call| ((call.key, call.args), call.answered))
+        .unzip();
+    match store
+        .bounded_for(budget, store.eval_batch(script, shared, &calls))
+        .await
+    {
+        Ok(answers) => {
+            for (answered, answer) in answered.into_iter().zip(answers) {
+                answered(answer);
             }
         }
-        batch.clear();
+        Err(failure) => {
+            for answered in answered {
+                answered(Err(failure.clone()));
+            }
+        }
     }
 }
 
