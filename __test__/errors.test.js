@@ -220,6 +220,23 @@ describe('Redis unavailable', () => {
   })
 })
 
+describe('calls sent together', () => {
+  it('fail alone: a key of the wrong type rejects its own call, not its batch', async () => {
+    await withRedisServer(async (server) => {
+      await server.cli('SET', 'mixed:bad', 'a string')
+      const limiter = new RedisRateLimiter({ ...valid, client: server.url, namespace: 'mixed:' })
+      const ids = Array.from({ length: 50 }, (_, i) => (i === 25 ? 'bad' : `good-${i}`))
+      const answers = await Promise.allSettled(ids.map((id) => limiter.limit(id)))
+      assert.deepEqual(
+        answers.map((a) => a.status),
+        ids.map((id) => (id === 'bad' ? 'rejected' : 'fulfilled')),
+      )
+      assert.equal(answers[25].reason.code, 'ERR_STORE_ERROR')
+      assert.ok(answers.every((a, i) => i === 25 || a.value === false))
+    })
+  })
+})
+
 describe('the native class directly', () => {
   it('validates its options too', () => {
     assert.throws(() => new RollingWindow({ interval: 1 }), { code: 'ERR_INVALID_OPTION' })

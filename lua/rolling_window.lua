@@ -16,7 +16,7 @@
 -- ARGV[5 + 2i]   the i-th call's member (unique)
 --
 -- Reply: per call, { count, current, previous, anchor } (WindowFacts in src/rolling_window.rs),
--- or an error for that call alone: the count of actions in the window with this one, the newest
+-- or, when that call alone failed (e.g. WRONGTYPE), its error message as a string: the count of actions in the window with this one, the newest
 -- timestamp, the one before it (read only when minDifference > 0) and the timestamp at index
 -- max(0, count - maxInInterval) (read only when the window is full).
 
@@ -100,8 +100,9 @@ for i, key in ipairs(KEYS) do
   else
     ok, answer = pcall(limit_at, key, now_of(now), ARGV[5 + 2 * i])
   end
-  if not ok and type(answer) ~= 'table' then
-    answer = { err = tostring(answer) }
+  if not ok then
+    -- A string, not an error reply: clients fail a whole reply that holds an error.
+    answer = type(answer) == 'table' and answer.err or tostring(answer)
   end
   answers[i] = answer
 end

@@ -290,7 +290,16 @@ impl RedisStore {
         Ok(reply
             .into_iter()
             .map(|answer| match answer {
-                Value::ServerError(error) => Err(self.failure(error.into())),
+                // The script answers a call that failed alone with its error message.
+                Value::BulkString(message) => Err(Failure::error(
+                    ErrorCode::StoreError,
+                    format!(
+                        "Redis at {} answered with an error: {}",
+                        self.config.endpoint,
+                        String::from_utf8_lossy(&message)
+                    ),
+                )
+                .with_cause("ResponseError", String::from_utf8_lossy(&message))),
                 answer => Ok(answer),
             })
             .collect())
@@ -460,7 +469,8 @@ pub type Answered = Box<dyn FnOnce(Outcome<Value>) + Send>;
 /// its submission. On a Cluster, whose keys live on different nodes, every call is sent alone.
 ///
 /// The script's contract: `KEYS[i]` with `ARGV[shared.len() + per_call * (i - 1) + 1..]`, and a
-/// reply holding one answer (or one error) per key, in order.
+/// reply holding one answer per key, in order: an array, or the error message (a string) of a
+/// call that failed alone.
 pub struct ScriptBatcher {
     store: Arc<RedisStore>,
     script: &'static Script,
