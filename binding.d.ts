@@ -70,10 +70,10 @@ export declare class RollingWindow {
    *
    * In memory the answer is written to `out` (flags, wait in ms, actions remaining) and
    * `true` is returned. On Redis, `false` is returned and the answer reaches the handler of
-   * `lib/engine.js` under `token`. Bad arguments throw `ERR_INVALID_ID` or
+   * `ticket` (`channel * 2 ** 32 + token`, `channel` from `setAnswerHandler`). Bad arguments throw `ERR_INVALID_ID` or
    * `ERR_INVALID_ARGUMENT`. Use `RateLimiter`'s methods rather than this.
    */
-  run(mode: number, id: unknown, options: unknown, token: number, out: Float64Array): boolean
+  run(mode: number, id: unknown, options: unknown, ticket: number, out: Float64Array): boolean
   /**
    * How many ids the in-memory store holds state for (always `0` on Redis). Idle ids are
    * dropped as the map grows, so this stays near the number of ids active within `interval`.
@@ -154,6 +154,7 @@ export interface RollingWindowOptions {
 
 /**
  * Registers the function that receives the answers of Redis-backed calls in batches:
- * `handler(answers, failures)`. `lib/engine.js` calls this once; nothing else should.
+ * `handler(answers, failures)`, and returns the id of this answer channel, which calls then
+ * name. `lib/engine.js` calls this once; nothing else should.
  */
-export declare function setAnswerHandler(handler: (answers: Float64Array, failures: Array<[number, Error]>) => void): void
+export declare function setAnswerHandler(handler: (answers: Float64Array, failures: Array<[number, Error]>) => void): number

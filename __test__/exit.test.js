@@ -52,3 +52,18 @@ it('exits when Redis cannot be reached', async () => {
   assert.equal(code, 0)
   assert.equal(output.trim(), 'ERR_STORE_UNAVAILABLE')
 })
+
+it('serves limiters of a module loaded twice (as Jest does), then exits', async () => {
+  const { code, output } = await runScript(`
+    const first = require('.')
+    for (const key of Object.keys(require.cache)) if (!key.endsWith('.node')) delete require.cache[key]
+    const second = require('.')
+    ;(async () => {
+      const a = new first.RedisRateLimiter({ client: '${redis.server.url}', interval: 60000, maxInInterval: 1 })
+      const b = new second.RedisRateLimiter({ client: '${redis.server.url}', namespace: 'other:', interval: 60000, maxInInterval: 1 })
+      console.log(await a.limit('x'), await b.limit('x'), await a.limit('x'), await b.limit('x'))
+    })()
+  `)
+  assert.equal(code, 0)
+  assert.equal(output.trim(), 'false false true true')
+})

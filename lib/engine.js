@@ -3,9 +3,9 @@
 /**
  * Calls into the native limiters and turns their answers into Promises.
  *
- * A native limiter's `run(mode, id, options, token, out)` answers with numbers: at once into
+ * A native limiter's `run(mode, id, options, ticket, out)` answers with numbers: at once into
  * `out` for the in-memory store, or later, for Redis, in a batch delivered to the handler below
- * under `token`. Making the Promises and the answer objects here, in JavaScript, costs a fraction
+ * (this module's answer channel) under `ticket`. Making the Promises and the answer objects here, in JavaScript, costs a fraction
  * of what napi charges per object and per Promise (see src/binding/dispatch.rs).
  */
 
@@ -14,23 +14,22 @@ const binding = require('../binding.js')
 const VALUES = 4
 const RECORD = VALUES + 1
 
-/** token -> { resolve, reject, decode } of the calls waiting for Redis. */
+/** ticket -> { resolve, reject, decode } of the calls waiting for Redis. */
 const pending = new Map()
 let lastToken = 0
 const out = new Float64Array(VALUES)
 
-function settle(token) {
-  const call = pending.get(token)
-  pending.delete(token)
-  return call
-}
-
-binding.setAnswerHandler((answers, failures) => {
+const channel = binding.setAnswerHandler((answers, failures) => {
   for (let i = 0; i < answers.length; i += RECORD) {
-    const call = settle(answers[i])
-    call.resolve(call.decode(answers, i + 1))
+    const call = pending.get(answers[i])
+    pending.delete(answers[i])
+    if (call) call.resolve(call.decode(answers, i + 1))
   }
-  for (const [token, error] of failures) settle(token).reject(error)
+  for (const [ticket, error] of failures) {
+    const call = pending.get(ticket)
+    pending.delete(ticket)
+    if (call) call.reject(error)
+  }
 })
 
 /**
@@ -39,15 +38,15 @@ binding.setAnswerHandler((answers, failures) => {
  */
 function run(engine, mode, id, options, decode) {
   lastToken = lastToken >= 0xffffffff ? 1 : lastToken + 1
-  const token = lastToken
+  const ticket = channel * 0x100000000 + lastToken
   let answered
   try {
-    answered = engine.run(mode, id, options, token, out)
+    answered = engine.run(mode, id, options, ticket, out)
   } catch (error) {
     return Promise.reject(error)
   }
   if (answered) return Promise.resolve(decode(out, 0))
-  return new Promise((resolve, reject) => pending.set(token, { resolve, reject, decode }))
+  return new Promise((resolve, reject) => pending.set(ticket, { resolve, reject, decode }))
 }
 
 module.exports = { run }

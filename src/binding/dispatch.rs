@@ -3,9 +3,10 @@
 //! napi-rs settles each async call through a threadsafe function of its own, created and torn
 //! down per call, and builds each answer object property by property through napi: several
 //! microseconds per call, more than the Redis round trip costs the CPU. Here, Redis work runs on
-//! one small tokio runtime of ours; finished answers are queued as numbers (a token and four
+//! one small tokio runtime of ours; finished answers are queued as numbers (a ticket and four
 //! values) and delivered to JavaScript in batches, through one long-lived threadsafe function per
-//! JS environment, to a handler that `lib/engine.js` registers. JavaScript owns the Promises and
+//! answer channel, to the handler that `lib/engine.js` registers (one channel per loaded copy of
+//! that module). JavaScript owns the Promises and
 //! turns the numbers into answer objects.
 //!
 //! The threadsafe function keeps Node's event loop alive only while calls are pending, so an idle
@@ -16,6 +17,7 @@ use std::ffi::c_void;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use futures_util::FutureExt;
@@ -48,9 +50,9 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 /// Answers waiting for the JS thread.
 #[derive(Default)]
 struct Queue {
-    /// `token, values...` per answer.
+    /// `ticket, values...` per answer.
     answers: Vec<f64>,
-    failures: Vec<(u32, Failure)>,
+    failures: Vec<(Ticket, Failure)>,
     /// The threadsafe function, until Node finalizes it.
     tsfn: Option<usize>,
 }
@@ -61,9 +63,11 @@ impl Queue {
     }
 }
 
-/// The side of the queue that tokio tasks see.
+/// One answer channel: the queue that tokio tasks fill, and how many calls wait on it.
 struct Shared {
     queue: Mutex<Queue>,
+    /// Calls begun and not yet handed to JavaScript; changed on the JS thread only.
+    pending: AtomicUsize,
 }
 
 impl Shared {
@@ -88,23 +92,19 @@ impl Shared {
     }
 }
 
-/// The JS thread's side: the threadsafe function and how many calls are pending.
-struct Dispatcher {
-    shared: Arc<Shared>,
-    tsfn: sys::napi_threadsafe_function,
-    pending: usize,
-}
-
 thread_local! {
-    static DISPATCHER: RefCell<Option<Dispatcher>> = const { RefCell::new(None) };
+    /// The answer channels of this thread, by id: one per loaded copy of `lib/engine.js`
+    /// (usually one; test runners such as Jest load modules afresh per test file).
+    static CHANNELS: RefCell<Vec<Option<Arc<Shared>>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Registers the function that receives batches of answers:
-/// `handler(answers: Float64Array, failures: Array<[token, Error]>)`, where `answers` holds
-/// `token, v0, v1, v2, v3` per answer. Called once per JS environment, by `lib/engine.js`.
-pub fn set_handler(env: &Env, handler: Function<Unknown, Unknown>) -> napi::Result<()> {
+/// `handler(answers: Float64Array, failures: Array<[ticket, Error]>)`, where `answers` holds
+/// `ticket, v0, v1, v2, v3` per answer. Returns the channel id that [`Ticket`]s name.
+pub fn set_handler(env: &Env, handler: Function<Unknown, Unknown>) -> napi::Result<u32> {
     let shared = Arc::new(Shared {
         queue: Mutex::new(Queue::default()),
+        pending: AtomicUsize::new(0),
     });
     let mut name = ptr::null_mut();
     let mut tsfn = ptr::null_mut();
@@ -134,33 +134,30 @@ pub fn set_handler(env: &Env, handler: Function<Unknown, Unknown>) -> napi::Resu
         sys::napi_unref_threadsafe_function(env.raw(), tsfn);
     }
     shared.queue.lock().unwrap_or_else(|p| p.into_inner()).tsfn = Some(tsfn as usize);
-    DISPATCHER.with(|d| {
-        *d.borrow_mut() = Some(Dispatcher {
-            shared,
-            tsfn,
-            pending: 0,
-        })
-    });
-    Ok(())
+    Ok(CHANNELS.with(|channels| {
+        let mut channels = channels.borrow_mut();
+        channels.push(Some(shared));
+        (channels.len() - 1) as u32
+    }))
 }
 
 /// Where the answer of one pending call goes: send it exactly once, from any thread.
 pub struct Reply {
     shared: Arc<Shared>,
-    token: u32,
+    ticket: Ticket,
     sent: bool,
 }
 
 impl Reply {
     pub fn send(mut self, outcome: Outcome<Values>) {
         self.sent = true;
-        let token = self.token;
+        let ticket = self.ticket;
         self.shared.push(|queue| match outcome {
             Ok(values) => {
-                queue.answers.push(f64::from(token));
+                queue.answers.push(ticket.number());
                 queue.answers.extend_from_slice(&values);
             }
-            Err(failure) => queue.failures.push((token, failure)),
+            Err(failure) => queue.failures.push((ticket, failure)),
         });
     }
 }
@@ -174,34 +171,71 @@ impl Drop for Reply {
                 ErrorCode::Internal,
                 "a call lost its answer; please report this bug",
             );
-            let token = self.token;
+            let ticket = self.ticket;
             self.shared
-                .push(|queue| queue.failures.push((token, failure)));
+                .push(|queue| queue.failures.push((ticket, failure)));
         }
     }
 }
 
-/// Registers a pending call under `token`: its Promise settles when the returned [`Reply`] is
-/// sent. Must be called on the JS thread.
-pub fn begin(env: &Env, token: u32) -> Outcome<Reply> {
-    let shared = DISPATCHER.with(|d| {
-        let mut d = d.borrow_mut();
-        let dispatcher = d.as_mut()?;
-        dispatcher.pending += 1;
-        if dispatcher.pending == 1 {
-            unsafe { sys::napi_ref_threadsafe_function(env.raw(), dispatcher.tsfn) };
+/// Where the answer of a call goes: the answer channel of the `lib/engine.js` that made the
+/// call, and the call's token there. JavaScript passes it as one number,
+/// `channel * 2 ** 32 + token`, which the answer carries back.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticket {
+    pub channel: u32,
+    pub token: u32,
+}
+
+impl Ticket {
+    pub fn from_number(number: f64) -> Outcome<Self> {
+        if !(number.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(&number)) {
+            return Err(Failure::range_error(
+                ErrorCode::InvalidArgument,
+                "a ticket is a whole number below 2 ** 53",
+            ));
         }
-        Some(dispatcher.shared.clone())
-    });
-    let shared = shared.ok_or_else(|| {
-        Failure::error(
-            ErrorCode::Internal,
-            "the answer channel is not set up (lib/engine.js registers it)",
-        )
-    })?;
+        let number = number as u64;
+        Ok(Self {
+            channel: (number >> 32) as u32,
+            token: number as u32,
+        })
+    }
+
+    fn number(self) -> f64 {
+        ((u64::from(self.channel) << 32) | u64::from(self.token)) as f64
+    }
+}
+
+/// Registers a pending call: its Promise settles when the returned [`Reply`] is sent.
+/// Must be called on the JS thread.
+pub fn begin(env: &Env, ticket: Ticket) -> Outcome<Reply> {
+    let shared = CHANNELS
+        .with(|channels| {
+            channels
+                .borrow()
+                .get(ticket.channel as usize)
+                .cloned()
+                .flatten()
+        })
+        .ok_or_else(|| {
+            Failure::error(
+                ErrorCode::Internal,
+                "no such answer channel (lib/engine.js registers one)",
+            )
+        })?;
+    if shared.pending.fetch_add(1, Ordering::Relaxed) == 0 {
+        // Keep the event loop alive while calls are pending.
+        let tsfn = shared.queue.lock().unwrap_or_else(|p| p.into_inner()).tsfn;
+        if let Some(tsfn) = tsfn {
+            unsafe {
+                sys::napi_ref_threadsafe_function(env.raw(), tsfn as sys::napi_threadsafe_function)
+            };
+        }
+    }
     Ok(Reply {
         shared,
-        token,
+        ticket,
         sent: false,
     })
 }
@@ -233,45 +267,46 @@ unsafe extern "C" fn drain(
         return;
     }
     let shared = unsafe { &*(context as *const Shared) };
-    let (answers, failures) = {
+    let (answers, failures, tsfn) = {
         let mut queue = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
         (
             std::mem::take(&mut queue.answers),
             std::mem::take(&mut queue.failures),
+            queue.tsfn,
         )
     };
     let settled = answers.len() / (VALUES + 1) + failures.len();
     if settled == 0 {
         return;
     }
-    DISPATCHER.with(|d| {
-        if let Some(dispatcher) = d.borrow_mut().as_mut() {
-            dispatcher.pending = dispatcher.pending.saturating_sub(settled);
-            if dispatcher.pending == 0 {
-                unsafe { sys::napi_unref_threadsafe_function(env, dispatcher.tsfn) };
-            }
-        }
-    });
+    let before = shared.pending.fetch_sub(settled, Ordering::Relaxed);
+    if let (true, Some(tsfn)) = (before == settled, tsfn) {
+        // Nothing pending any more: let the process exit if nothing else holds it.
+        unsafe { sys::napi_unref_threadsafe_function(env, tsfn as sys::napi_threadsafe_function) };
+    }
     let env = Env::from_raw(env);
-    let _ = unsafe { call_handler(&env, handler, answers, failures) };
+    // A panic must not unwind into Node (it would abort the process).
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| unsafe {
+        call_handler(&env, handler, answers, failures)
+    }));
 }
 
 unsafe fn call_handler(
     env: &Env,
     handler: sys::napi_value,
     answers: Vec<f64>,
-    failures: Vec<(u32, Failure)>,
+    failures: Vec<(Ticket, Failure)>,
 ) -> napi::Result<()> {
     let answers = unsafe { Float64Array::to_napi_value(env.raw(), Float64Array::new(answers))? };
     let mut list = ptr::null_mut();
     unsafe { sys::napi_create_array_with_length(env.raw(), failures.len(), &mut list) };
-    for (i, (token, failure)) in failures.into_iter().enumerate() {
+    for (i, (ticket, failure)) in failures.into_iter().enumerate() {
         let error = unsafe { ToNapiValue::to_napi_value(env.raw(), js_error(env, failure))? };
-        let token = unsafe { u32::to_napi_value(env.raw(), token)? };
+        let ticket = unsafe { f64::to_napi_value(env.raw(), ticket.number())? };
         let mut pair = ptr::null_mut();
         unsafe {
             sys::napi_create_array_with_length(env.raw(), 2, &mut pair);
-            sys::napi_set_element(env.raw(), pair, 0, token);
+            sys::napi_set_element(env.raw(), pair, 0, ticket);
             sys::napi_set_element(env.raw(), pair, 1, error);
             sys::napi_set_element(env.raw(), list, i as u32, pair);
         }
@@ -296,5 +331,14 @@ unsafe fn call_handler(
 unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
     let shared = unsafe { Arc::from_raw(data as *const Shared) };
     shared.queue.lock().unwrap_or_else(|p| p.into_inner()).tsfn = None;
-    DISPATCHER.with(|d| d.borrow_mut().take());
+    CHANNELS.with(|channels| {
+        for channel in channels.borrow_mut().iter_mut() {
+            if channel
+                .as_ref()
+                .is_some_and(|current| Arc::ptr_eq(current, &shared))
+            {
+                channel.take();
+            }
+        }
+    });
 }

@@ -68,8 +68,10 @@ fn with_cause_code(
 }
 
 /// Registers the function that receives the answers of Redis-backed calls in batches:
-/// `handler(answers, failures)`. `lib/engine.js` calls this once; nothing else should.
+/// `handler(answers, failures)`, and returns the id of this answer channel, which calls then
+/// name. `lib/engine.js` calls this once; nothing else should.
 #[napi_derive::napi(
+    catch_unwind,
     ts_args_type = "handler: (answers: Float64Array, failures: Array<[number, Error]>) => void"
 )]
 pub fn set_answer_handler(
@@ -78,7 +80,7 @@ pub fn set_answer_handler(
         napi::bindgen_prelude::Unknown,
         napi::bindgen_prelude::Unknown,
     >,
-) -> napi::Result<()> {
+) -> napi::Result<u32> {
     dispatch::set_handler(&env, handler)
 }
 

@@ -65,7 +65,11 @@ pub struct JsRedisStore {
 impl JsRedisStore {
     /// Creates a store without connecting: the first call opens the connection.
     /// Throws `ERR_INVALID_OPTION` (`TypeError`/`RangeError`) for bad options.
-    #[napi(constructor, ts_args_type = "options?: string | RedisOptions")]
+    #[napi(
+        constructor,
+        catch_unwind,
+        ts_args_type = "options?: string | RedisOptions"
+    )]
     pub fn new(env: Env, options: Option<Unknown>) -> napi::Result<Self> {
         Self::build(options).map_err(|failure| js_error(&env, failure))
     }
@@ -77,6 +81,7 @@ impl JsRedisStore {
     /// const store = await RedisStore.connect({ host: '127.0.0.1', port: 6379 })
     /// ```
     #[napi(
+        catch_unwind,
         ts_args_type = "options?: string | RedisOptions",
         ts_return_type = "Promise<RedisStore>"
     )]
@@ -108,20 +113,20 @@ impl JsRedisStore {
     }
 
     /// Closes the connection. Calls made afterwards reject with `ERR_STORE_CLOSED`.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         self.inner.close();
         PromiseRaw::resolve(env, ())
     }
 
     /// `true` once `close()` was called.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn closed(&self) -> bool {
         self.inner.is_closed()
     }
 
     /// `true` when the store speaks Redis Cluster.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn is_cluster(&self) -> bool {
         self.inner.config().is_cluster()
     }

@@ -11,7 +11,7 @@ use napi_derive::napi;
 use redis::{FromRedisValue, Script};
 
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
-use super::dispatch::{self, Values, VALUES};
+use super::dispatch::{self, Ticket, Values, VALUES};
 use super::input::{call_options, id, CallOptions};
 use super::js_error;
 use super::options::OptionsReader;
@@ -111,6 +111,7 @@ impl JsRollingWindow {
     /// Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
     #[napi(
         constructor,
+        catch_unwind,
         ts_args_type = "options: RollingWindowOptions, store?: RedisStore | null"
     )]
     pub fn new(env: Env, options: Unknown, store: Option<&JsRedisStore>) -> napi::Result<Self> {
@@ -122,10 +123,11 @@ impl JsRollingWindow {
     ///
     /// In memory the answer is written to `out` (flags, wait in ms, actions remaining) and
     /// `true` is returned. On Redis, `false` is returned and the answer reaches the handler of
-    /// `lib/engine.js` under `token`. Bad arguments throw `ERR_INVALID_ID` or
+    /// `ticket` (`channel * 2 ** 32 + token`, `channel` from `setAnswerHandler`). Bad arguments throw `ERR_INVALID_ID` or
     /// `ERR_INVALID_ARGUMENT`. Use `RateLimiter`'s methods rather than this.
     #[napi(
-        ts_args_type = "mode: number, id: unknown, options: unknown, token: number, out: Float64Array"
+        catch_unwind,
+        ts_args_type = "mode: number, id: unknown, options: unknown, ticket: number, out: Float64Array"
     )]
     pub fn run(
         &self,
@@ -133,16 +135,17 @@ impl JsRollingWindow {
         mode: u32,
         id: Unknown,
         options: Option<Unknown>,
-        token: u32,
+        ticket: f64,
         mut out: Float64ArraySlice,
     ) -> napi::Result<bool> {
-        self.dispatch(&env, mode, id, options, token, &mut out)
+        Ticket::from_number(ticket)
+            .and_then(|ticket| self.dispatch(&env, mode, id, options, ticket, &mut out))
             .map_err(|failure| js_error(&env, failure))
     }
 
     /// How many ids the in-memory store holds state for (always `0` on Redis). Idle ids are
     /// dropped as the map grows, so this stays near the number of ids active within `interval`.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn tracked_ids(&self) -> u32 {
         self.backend.memory_size() as u32
     }
@@ -181,7 +184,7 @@ impl JsRollingWindow {
         mode: u32,
         id: Unknown,
         options: Option<Unknown>,
-        token: u32,
+        ticket: Ticket,
         out: &mut Float64ArraySlice,
     ) -> Outcome<bool> {
         let mode = Mode::from_code(mode)?;
@@ -203,7 +206,7 @@ impl JsRollingWindow {
                 Ok(true)
             }
             Backend::Redis(target) => {
-                self.answer_on_redis(env, token, target, id.as_deref(), call, mode)?;
+                self.answer_on_redis(env, ticket, target, id.as_deref(), call, mode)?;
                 Ok(false)
             }
         }
@@ -236,11 +239,11 @@ impl JsRollingWindow {
         }
     }
 
-    /// Sends one call to Redis; its answer reaches JavaScript under `token`.
+    /// Sends one call to Redis; its answer reaches JavaScript as `ticket` says.
     fn answer_on_redis(
         &self,
         env: &Env,
-        token: u32,
+        ticket: Ticket,
         target: &RedisTarget,
         id: Option<&str>,
         call: CallOptions,
@@ -254,7 +257,7 @@ impl JsRollingWindow {
             )
         })?;
         // Nothing below fails: the call is pending from here on.
-        let reply = dispatch::begin(env, token)?;
+        let reply = dispatch::begin(env, ticket)?;
         let (batcher, member) = match mode {
             Mode::Clear => {
                 let store = target.store.clone();
