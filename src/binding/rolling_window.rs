@@ -1,7 +1,7 @@
 //! `RollingWindow`: the rolling window (`src/rolling_window.rs`) on memory or Redis.
 //!
-//! `index.js` builds rolling-rate-limiter's API (`RateLimiter`, `RedisRateLimiter`, the callback
-//! form) on this class.
+//! `lib/rolling-rate-limiter.js` builds rolling-rate-limiter's API (`RateLimiter`, `RedisRateLimiter`, the
+//! callback form) on this class, through `lib/engine.js`.
 
 use std::sync::LazyLock;
 
