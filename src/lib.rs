@@ -22,6 +22,8 @@
 #[cfg(feature = "node")]
 pub mod binding;
 pub mod error;
+pub mod fixed_window;
 pub mod rolling_window;
 pub mod store;
 pub mod time;
+pub mod verdict;
