@@ -10,6 +10,28 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see
+ * index.d.ts), which is the API to use. It validates its options like `FixedWindow` does.
+ */
+export declare class FixedWindowEngine {
+  /**
+   * Builds fixed window counters in memory, or on `store` when one is given.
+   * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
+   */
+  constructor(options: FixedWindowOptions, store?: RedisStore | null)
+  /**
+   * The engine under `FixedWindow`: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
+   * an array of ids, with the call options `{ now, weight }`. Answers as
+   * `RollingWindow.run` does; the five numbers are allowed, timeLeft, remaining, limit and
+   * resetAfter.
+   */
+  run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /** How many ids the in-memory store holds counters for (always `0` on Redis). */
+  get trackedIds(): number
+}
+export type JsFixedWindow = FixedWindowEngine
+
+/**
  * A connection to Redis (a single node or a Cluster), shared by every limiter built on it.
  *
  * The connection is multiplexed: concurrent calls are pipelined on one socket. It opens on first
@@ -81,6 +103,39 @@ export declare class RollingWindow {
   get trackedIds(): number
 }
 export type JsRollingWindow = RollingWindow
+
+/** One limit of a fixed window: at most `limit` weight per `duration`. */
+export interface FixedWindowLimit {
+  /**
+   * The window's length in milliseconds (> 0). Windows are aligned to the clock
+   * (`floor(now / duration)`), so every id's window resets at the same instants.
+   */
+  duration: number
+  /** The weight the window admits: a whole number from 1 to 1e15. */
+  limit: number
+}
+
+/**
+ * Options of a fixed window limiter.
+ *
+ * ```js
+ * new FixedWindow({ limits: [{ duration: 1000, limit: 10 }, { duration: 60_000, limit: 120 }] })
+ * ```
+ */
+export interface FixedWindowOptions {
+  /** 1 to 16 limits, all checked (and counted) together. Required. */
+  limits: Array<FixedWindowLimit>
+  /**
+   * Prefix of the Redis keys: an id's counters are a hash at `namespace + id`.
+   * Default `'ratekeeper:fixed:'`. Ignored in memory.
+   */
+  namespace?: string
+  /**
+   * On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
+   * `'local'`.
+   */
+  clock?: string
+}
 
 /**
  * How to reach Redis. Every field is optional; a plain string is taken as `url`.

@@ -200,6 +200,73 @@ export interface LimiterFunction {
   readonly limiter: InMemoryRateLimiter | RedisRateLimiter
 }
 
+/** The answer of every counting limiter (`consume`, `peek`). */
+export interface Verdict {
+  /** Whether the action is (for `peek`: would be) allowed; an allowed `consume` was counted. */
+  allowed: boolean
+  /**
+   * Milliseconds until the same call would be allowed, rounded up: 0 when allowed, `Infinity`
+   * when its weight exceeds a limit (it never will be).
+   */
+  timeLeft: number
+  /** The weight the tightest limit still admits after this call. */
+  remaining: number
+  /** That tightest limit. */
+  limit: number
+  /** Milliseconds until every counter of the call is back to zero (0 when none holds anything). */
+  resetAfter: number
+}
+
+/** Per-call options of the counting limiters. */
+export interface ConsumeOptions extends CallOptions {
+  /** What the action costs: a whole number from 1. Default `1`. */
+  weight?: number
+}
+
+/** One id, or an array of 1 to 16 ids judged and counted together (e.g. an IP and a user id). */
+export type Ids = Id | Id[]
+
+export interface FixedWindowOptions {
+  /**
+   * 1 to 16 limits, all checked together: at most `limit` weight per `duration` milliseconds,
+   * in windows aligned to the clock (`floor(now / duration)`). Required.
+   */
+  limits: Array<{ duration: number; limit: number }>
+  /** Keep the counters in Redis (see {@link RedisClientLike}). Default: in memory. */
+  client?: RedisClientLike
+  /** Redis key prefix: an id's counters are one hash at `namespace + id`. Default `'ratekeeper:fixed:'`. */
+  namespace?: string
+  /** On Redis, whose clock decides when a call gives no `now`: `'redis'` (default) or `'local'`. */
+  clock?: 'redis' | 'local'
+}
+
+/**
+ * Fixed window counters: for each id, at most `limit` weight per window of `duration`, for every
+ * limit given, checked and counted in one atomic step. Only allowed actions are counted.
+ *
+ * On a Redis Cluster, the ids of one call must share a hash tag (`'{user:42}ip:10.0.0.1'`,
+ * `'{user:42}user:42'`); otherwise the call rejects with `ERR_INVALID_ID`.
+ *
+ * ```js
+ * const { FixedWindow } = require('ratekeeper')
+ * const limiter = new FixedWindow({ limits: [{ duration: 1000, limit: 10 }, { duration: 60_000, limit: 120 }] })
+ * const { allowed, timeLeft } = await limiter.consume([req.ip, userId], { weight: 2 })
+ * ```
+ */
+export declare class FixedWindow {
+  constructor(options: FixedWindowOptions)
+  /** The limits, as given. */
+  readonly limits: ReadonlyArray<{ duration: number; limit: number }>
+  /** How many ids hold counters in memory (0 on Redis). */
+  readonly trackedIds: number
+  /** Counts the action when every limit of every id admits it; answers either way. */
+  consume(ids: Ids, options?: ConsumeOptions): Promise<Verdict>
+  /** What `consume` would answer now, counting nothing. */
+  peek(ids: Ids, options?: ConsumeOptions): Promise<Verdict>
+  /** Forgets the counters of the ids. */
+  reset(ids: Ids): Promise<void>
+}
+
 /** The answer the middleware works from. */
 export interface MiddlewareAnswer {
   allowed: boolean

@@ -11,6 +11,7 @@
 const binding = require('./binding.js')
 const rollingRateLimiter = require('./lib/rolling-rate-limiter.js')
 const { rateLimit } = require('./lib/express.js')
+const { FixedWindow } = require('./lib/fixed-window.js')
 
 const { RateLimiter } = rollingRateLimiter
 
@@ -18,6 +19,8 @@ module.exports = RateLimiter
 Object.assign(module.exports, rollingRateLimiter, {
   RedisStore: binding.RedisStore,
   RollingWindow: binding.RollingWindow,
+  FixedWindow,
+  FixedWindowEngine: binding.FixedWindowEngine,
   rateLimit,
   default: RateLimiter,
   // rolling-rate-limiter 0.4's time helpers.

@@ -11,7 +11,7 @@
 
 const binding = require('../binding.js')
 
-const VALUES = 4
+const VALUES = 5
 const RECORD = VALUES + 1
 
 /** ticket -> { resolve, reject, decode } of the calls waiting for Redis. */

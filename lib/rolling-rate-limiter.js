@@ -10,6 +10,7 @@ const { RollingWindow } = require('../binding.js')
 const { run } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject } = require('./errors.js')
+const { decodeNothing } = require('./verdict.js')
 
 const CONTEXT = 'rate limiter options'
 
@@ -31,7 +32,6 @@ function decodeInfo(values, i) {
 }
 
 const decodeBlocked = (values, i) => (values[i] & 1) !== 0
-const decodeNothing = () => undefined
 
 /** Builds the native window of `limiter` on `store` (null: in memory). */
 function initialize(limiter, options, store) {

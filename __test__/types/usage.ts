@@ -9,6 +9,8 @@ import RateLimiterDefault, {
   RedisStore,
   RateLimitInfo,
   rateLimit,
+  FixedWindow,
+  Verdict,
 } from '../..'
 
 async function main(): Promise<void> {
@@ -41,6 +43,15 @@ async function main(): Promise<void> {
 
   const middleware = rateLimit({ limiter: memory, key: (req) => req.ip, onError: 'allow' })
   console.log(blocked, wait, tracked, io, node, type, timeLeft, middleware)
+
+  const fixed = new FixedWindow({ limits: [{ duration: 1000, limit: 10 }], client: store, clock: 'local' })
+  const answer: Verdict = await fixed.consume(['ip', 42], { weight: 2, now: 5 })
+  const left: number = answer.timeLeft + answer.remaining + answer.limit + answer.resetAfter
+  await fixed.peek('ip')
+  await fixed.reset(['ip'])
+  console.log(left, answer.allowed)
+  // @ts-expect-error limits are { duration, limit }
+  new FixedWindow({ limits: [{ duration: 1000 }] })
 
   // @ts-expect-error maxInInterval is required
   new RateLimiter({ interval: 1000 })

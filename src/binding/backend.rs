@@ -10,9 +10,6 @@ use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
 use crate::time::{system_now, Micros};
 
-/// Default `namespace`: the prefix of every Redis key a limiter writes.
-pub const DEFAULT_NAMESPACE: &str = "ratekeeper:";
-
 /// The key the in-memory store uses for the global (id-less) limit; no real id is empty.
 const GLOBAL_ID: &str = "";
 
@@ -64,9 +61,13 @@ pub enum Backend<S> {
 }
 
 impl<S> Backend<S> {
-    /// Reads the store-related options (`namespace`, `clock`) and picks the backend: Redis when a
-    /// store is given, memory otherwise.
-    pub fn from_options(r: &mut OptionsReader, store: Option<&JsRedisStore>) -> Outcome<Self> {
+    /// Reads the store-related options (`namespace`, default `default_namespace`; `clock`) and
+    /// picks the backend: Redis when a store is given, memory otherwise.
+    pub fn from_options(
+        r: &mut OptionsReader,
+        store: Option<&JsRedisStore>,
+        default_namespace: &str,
+    ) -> Outcome<Self> {
         let namespace = r.string("namespace")?;
         let clock = r.choice("clock", &["redis", "local"])?;
         if let Some(namespace) = &namespace {
@@ -80,7 +81,7 @@ impl<S> Backend<S> {
         match store {
             Some(store) => Ok(Backend::Redis(RedisTarget {
                 store: store.inner.clone(),
-                namespace: namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()),
+                namespace: namespace.unwrap_or_else(|| default_namespace.to_owned()),
                 clock: if clock == Some("local") { Clock::Local } else { Clock::Redis },
             })),
             None if clock == Some("redis") => Err(Failure::range_error(

@@ -3,7 +3,7 @@
 //! napi-rs settles each async call through a threadsafe function of its own, created and torn
 //! down per call, and builds each answer object property by property through napi: several
 //! microseconds per call, more than the Redis round trip costs the CPU. Here, Redis work runs on
-//! one small tokio runtime of ours; finished answers are queued as numbers (a ticket and four
+//! one small tokio runtime of ours; finished answers are queued as numbers (a ticket and five
 //! values) and delivered to JavaScript in batches, through one long-lived threadsafe function per
 //! answer channel, to the handler that `lib/engine.js` registers (one channel per loaded copy of
 //! that module). JavaScript owns the Promises and
@@ -21,17 +21,31 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use futures_util::FutureExt;
-use napi::bindgen_prelude::{Float64Array, Function, ToNapiValue, Unknown};
+use napi::bindgen_prelude::{Float64Array, Float64ArraySlice, Function, ToNapiValue, Unknown};
 use napi::{sys, Env, JsValue};
 
 use super::js_error;
 use crate::error::{ErrorCode, Failure, Outcome};
 
 /// Numbers per answer: what an algorithm reports (its flags, waits, counts).
-pub const VALUES: usize = 4;
+pub const VALUES: usize = 5;
 
 /// The answer of one call, as numbers (`lib/engine.js` decodes them per algorithm).
 pub type Values = [f64; VALUES];
+
+/// Writes an answer given at once (in memory) into the caller's `out` array.
+pub fn write_answer(out: &mut Float64ArraySlice, answer: Values) -> Outcome<()> {
+    // SAFETY: `out` is a live Float64Array of the caller's, used only during this call.
+    let out = unsafe { out.as_mut() };
+    if out.len() < VALUES {
+        return Err(Failure::range_error(
+            ErrorCode::InvalidArgument,
+            format!("`out` must hold {VALUES} numbers"),
+        ));
+    }
+    out[..VALUES].copy_from_slice(&answer);
+    Ok(())
+}
 
 /// The runtime that runs every Redis call: one worker thread is plenty for I/O and leaves the
 /// other cores to Node and Redis.
@@ -100,7 +114,7 @@ thread_local! {
 
 /// Registers the function that receives batches of answers:
 /// `handler(answers: Float64Array, failures: Array<[ticket, Error]>)`, where `answers` holds
-/// `ticket, v0, v1, v2, v3` per answer. Returns the channel id that [`Ticket`]s name.
+/// `ticket, v0, v1, v2, v3, v4` per answer. Returns the channel id that [`Ticket`]s name.
 pub fn set_handler(env: &Env, handler: Function<Unknown, Unknown>) -> napi::Result<u32> {
     let shared = Arc::new(Shared {
         queue: Mutex::new(Queue::default()),

@@ -1,10 +1,12 @@
 //! Per-call arguments: the id and the `{ now }` options.
 
+use napi::bindgen_prelude::JsObjectValue;
 use napi::bindgen_prelude::Unknown;
 use napi::{JsValue, ValueType};
 
 use super::options::{describe, string_value, OptionsReader};
 use crate::error::{ErrorCode, Failure, Outcome};
+use crate::fixed_window::count_option;
 use crate::time::{now_argument, Micros};
 
 /// The longest id, in UTF-8 bytes.
@@ -67,17 +69,68 @@ pub fn check_id(id: &str) -> Outcome<()> {
     Ok(())
 }
 
-/// The options every call takes.
-#[derive(Debug, Clone, Copy, Default)]
+/// The most identifiers one call takes.
+pub const MAX_IDS: usize = 16;
+
+/// Reads the identifiers of a call: one id (see [`id`]) or an array of 1 to [`MAX_IDS`] ids,
+/// judged together. Repeated ids count once.
+pub fn ids(value: Unknown) -> Outcome<Vec<Option<String>>> {
+    if !value.is_array().unwrap_or(false) {
+        return Ok(vec![id(value)?]);
+    }
+    let not_ids = || {
+        Failure::type_error(
+            ErrorCode::InvalidId,
+            format!("ids must be an id or an array of 1 to {MAX_IDS} ids"),
+        )
+    };
+    let array = value.coerce_to_object().map_err(|_| not_ids())?;
+    let length = array.get_array_length().map_err(|_| not_ids())? as usize;
+    if length == 0 || length > MAX_IDS {
+        return Err(Failure::range_error(
+            ErrorCode::InvalidId,
+            format!("an array of ids must hold 1 to {MAX_IDS} ids, got {length}"),
+        ));
+    }
+    let mut ids = Vec::with_capacity(length);
+    for i in 0..length as u32 {
+        let item = array.get_element::<Unknown>(i).map_err(|_| not_ids())?;
+        let id = id(item)?.ok_or_else(not_ids)?;
+        if !ids.contains(&Some(id.clone())) {
+            ids.push(Some(id));
+        }
+    }
+    Ok(ids)
+}
+
+/// The options a call takes.
+#[derive(Debug, Clone, Copy)]
 pub struct CallOptions {
     /// The instant of the call, overriding the limiter's clock.
     pub now: Option<Micros>,
+    /// What the call costs (1 unless the limiter takes `weight`).
+    pub weight: u64,
 }
 
-/// Reads `{ now }` (milliseconds since the epoch, fractions allowed).
-pub fn call_options(value: Option<Unknown>) -> Outcome<CallOptions> {
+/// Reads `{ now }` (milliseconds since the epoch, fractions allowed) and, when `weighted`,
+/// `{ weight }` (a whole number from 1, default 1).
+pub fn call_options(value: Option<Unknown>, weighted: bool) -> Outcome<CallOptions> {
     let mut reader = OptionsReader::new(value, "call options", ErrorCode::InvalidArgument, true)?;
     let now = reader.number("now")?.map(now_argument).transpose()?;
+    let weight = match weighted {
+        true => reader.number("weight")?.map(weight_argument).transpose()?,
+        false => None,
+    };
     reader.finish()?;
-    Ok(CallOptions { now })
+    Ok(CallOptions {
+        now,
+        weight: weight.unwrap_or(1),
+    })
+}
+
+fn weight_argument(weight: f64) -> Outcome<u64> {
+    count_option("weight", weight, 1.0).map_err(|mut failure| {
+        failure.code = ErrorCode::InvalidArgument;
+        failure
+    })
 }

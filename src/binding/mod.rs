@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod dispatch;
+pub mod fixed_window;
 pub mod input;
 pub mod options;
 pub mod redis_store;

@@ -12,7 +12,7 @@ use crate::error::{ErrorCode, Failure, Outcome};
 /// Reads the options object of `context` (e.g. "RateLimiter options"), one option at a time.
 pub struct OptionsReader<'env> {
     object: Option<Object<'env>>,
-    context: &'static str,
+    context: String,
     code: ErrorCode,
     known: Vec<&'static str>,
 }
@@ -23,10 +23,11 @@ impl<'env> OptionsReader<'env> {
     /// options, `ERR_INVALID_ARGUMENT` for call options).
     pub fn new(
         value: Option<Unknown<'env>>,
-        context: &'static str,
+        context: impl Into<String>,
         code: ErrorCode,
         optional: bool,
     ) -> Outcome<Self> {
+        let context = context.into();
         let mut reader = Self {
             object: None,
             context,
@@ -36,10 +37,7 @@ impl<'env> OptionsReader<'env> {
         let value = value.filter(|v| v.get_type().ok() != Some(ValueType::Undefined));
         match value {
             None if optional => Ok(reader),
-            None => Err(Failure::type_error(
-                code,
-                format!("{context} must be an object"),
-            )),
+            None => Err(reader.not_an_object()),
             Some(v)
                 if v.get_type().ok() == Some(ValueType::Object)
                     && !v.is_array().unwrap_or(true) =>
@@ -133,6 +131,33 @@ impl<'env> OptionsReader<'env> {
                     format!("`{name}` must be one of {}, got {given:?}", quoted(choices)),
                 )
             })
+    }
+
+    /// An array of options objects, each read by `read` with its own reader (context
+    /// `name[i]`).
+    pub fn objects<T>(
+        &mut self,
+        name: &'static str,
+        mut read: impl FnMut(&mut OptionsReader<'env>) -> Outcome<T>,
+    ) -> Outcome<Option<Vec<T>>> {
+        let Some(value) = self.raw(name) else {
+            return Ok(None);
+        };
+        if !value.is_array().unwrap_or(false) {
+            return Err(self.wrong_type(name, "an array", &value));
+        }
+        let array = value
+            .coerce_to_object()
+            .map_err(|_| self.wrong_type(name, "an array", &value))?;
+        let length = array.get_array_length().unwrap_or(0);
+        let mut items = Vec::with_capacity(length as usize);
+        for i in 0..length {
+            let item = array.get_element::<Unknown>(i).ok();
+            let mut reader = OptionsReader::new(item, format!("`{name}[{i}]`"), self.code, false)?;
+            items.push(read(&mut reader)?);
+            reader.finish()?;
+        }
+        Ok(Some(items))
     }
 
     /// An array of strings.

@@ -102,6 +102,7 @@ fn values(info: &WindowInfo) -> Values {
         info.millis_until_allowed() as f64,
         f64::from(info.actions_remaining),
         0.0,
+        0.0,
     ]
 }
 
@@ -161,7 +162,7 @@ impl JsRollingWindow {
         let max_in_interval = r.required_number("maxInInterval")?;
         let min_difference = r.number("minDifference")?.unwrap_or(0.0);
         let record_blocked = r.boolean("recordBlocked")?.unwrap_or(true);
-        let backend = Backend::from_options(&mut r, store)?;
+        let backend = Backend::from_options(&mut r, store, "ratekeeper:")?;
         r.finish()?;
         let window = RollingWindow::new(interval, max_in_interval, min_difference, record_blocked)?;
         let batchers = match &backend {
@@ -189,20 +190,12 @@ impl JsRollingWindow {
     ) -> Outcome<bool> {
         let mode = Mode::from_code(mode)?;
         let id = self::id(id)?;
-        let call = call_options(options)?;
+        let call = call_options(options, false)?;
         match &self.backend {
             Backend::Memory(store) => {
                 let answer =
                     self.answer_in_memory(&mut store.borrow_mut(), id.as_deref(), call, mode);
-                // SAFETY: `out` is a live Float64Array of the caller's, used only during this call.
-                let out = unsafe { out.as_mut() };
-                if out.len() < VALUES {
-                    return Err(Failure::range_error(
-                        ErrorCode::InvalidArgument,
-                        "`out` must hold 4 numbers",
-                    ));
-                }
-                out[..VALUES].copy_from_slice(&answer);
+                dispatch::write_answer(out, answer)?;
                 Ok(true)
             }
             Backend::Redis(target) => {
@@ -262,7 +255,7 @@ impl JsRollingWindow {
             Mode::Clear => {
                 let store = target.store.clone();
                 dispatch::spawn(reply, async move {
-                    store.delete(&key).await.map(|()| [0.0; VALUES])
+                    store.delete(&[key]).await.map(|()| [0.0; VALUES])
                 });
                 return Ok(());
             }
@@ -271,7 +264,7 @@ impl JsRollingWindow {
         };
         let window = self.window.clone();
         batcher.submit(
-            key,
+            vec![key],
             vec![target.now_argument(call.now), member],
             Box::new(move |answer| {
                 reply.send(answer.and_then(|answer| answer_values(&window, answer)))

@@ -273,11 +273,11 @@ impl RedisStore {
         &self,
         script: &Script,
         shared: &[String],
-        calls: &[(String, Vec<String>)],
+        calls: &[(Vec<String>, Vec<String>)],
     ) -> Outcome<Vec<Outcome<Value>>> {
         let mut invocation = script.prepare_invoke();
-        for (key, _) in calls {
-            invocation.key(key);
+        for (keys, _) in calls {
+            invocation.key(keys);
         }
         invocation.arg(shared);
         for (_, args) in calls {
@@ -305,11 +305,11 @@ impl RedisStore {
             .collect())
     }
 
-    /// Deletes a key, within `commandTimeoutMs`.
-    pub async fn delete(&self, key: &str) -> Outcome<()> {
+    /// Deletes keys (of one slot, on a Cluster), within `commandTimeoutMs`.
+    pub async fn delete(&self, keys: &[String]) -> Outcome<()> {
         self.bounded(async {
             let mut connection = self.connection().await?;
-            Cmd::del(key)
+            Cmd::del(keys)
                 .query_async(&mut connection)
                 .await
                 .map_err(|e| self.failure(e))
@@ -451,6 +451,44 @@ impl RedisStore {
     }
 }
 
+/// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag (the part between the first
+/// `{` and the next `}`, when not empty) or of the whole key, modulo 16384.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let close = key[open + 1..].iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &key[open + 1..open + 1 + close])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tagged.unwrap_or(key) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// On a Cluster, every key of one call must live in one slot: otherwise a clear error, naming
+/// the fix (a shared hash tag).
+pub fn check_one_slot(config: &RedisConfig, keys: &[String]) -> Outcome<()> {
+    let Some((first, rest)) = keys.split_first() else {
+        return Ok(());
+    };
+    let slot = key_slot(first.as_bytes());
+    if config.is_cluster() && rest.iter().any(|key| key_slot(key.as_bytes()) != slot) {
+        return Err(Failure::range_error(
+            ErrorCode::InvalidId,
+            "on a Redis Cluster, the ids of one call must share a hash tag so that their keys \
+             live on one node: e.g. '{user:42}ip:10.0.0.1' and '{user:42}user:42'",
+        ));
+    }
+    Ok(())
+}
+
 /// The most calls one EVALSHA carries.
 const MAX_BATCH: usize = 256;
 
@@ -461,15 +499,16 @@ const BATCHES_IN_FLIGHT: usize = 2;
 pub type Answered = Box<dyn FnOnce(Outcome<Value>) + Send>;
 
 /// Sends the calls of one script that share their leading arguments together: one EVALSHA with
-/// a key (and a few arguments) per call, as many as are waiting, at most [`MAX_BATCH`].
+/// the keys and arguments of every call waiting, at most [`MAX_BATCH`] calls.
 ///
 /// At most [`BATCHES_IN_FLIGHT`] batches are in flight: meanwhile new calls queue up and leave
 /// together in the next one. Under load this spreads the script's fixed cost (and a round trip)
 /// over many calls; at low load a call leaves at once, alone. Every call is answered within `commandTimeoutMs` of
 /// its submission. On a Cluster, whose keys live on different nodes, every call is sent alone.
 ///
-/// The script's contract: `KEYS[i]` with `ARGV[shared.len() + per_call * (i - 1) + 1..]`, and a
-/// reply holding one answer per key, in order: an array, or the error message (a string) of a
+/// The script's contract: `ARGV` holds the shared arguments, then each call's arguments in turn;
+/// `KEYS` each call's keys in turn (the script knows from the arguments how many are whose); the
+/// reply holds one answer per call, in order: an array, or the error message (a string) of a
 /// call that failed alone.
 pub struct ScriptBatcher {
     store: Arc<RedisStore>,
@@ -480,7 +519,7 @@ pub struct ScriptBatcher {
 }
 
 struct Call {
-    key: String,
+    keys: Vec<String>,
     args: Vec<String>,
     since: Instant,
     answered: Answered,
@@ -514,11 +553,11 @@ impl ScriptBatcher {
         }
     }
 
-    /// Runs the script for one key; `answered` gets that key's answer, or the failure, within
+    /// Runs the script for one call; `answered` gets its answer, or the failure, within
     /// `commandTimeoutMs`.
-    pub fn submit(&self, key: String, args: Vec<String>, answered: Answered) {
+    pub fn submit(&self, keys: Vec<String>, args: Vec<String>, answered: Answered) {
         let call = Call {
-            key,
+            keys,
             args,
             since: Instant::now(),
             answered,
@@ -526,7 +565,7 @@ impl ScriptBatcher {
         let Some(queue) = &self.queue else {
             let (store, script, shared) = (self.store.clone(), self.script, self.shared.clone());
             self.runtime.spawn(async move {
-                let calls = [(call.key, call.args)];
+                let calls = [(call.keys, call.args)];
                 let answer = store
                     .bounded(store.eval_batch(script, &shared, &calls))
                     .await
@@ -586,7 +625,7 @@ async fn send_batch(store: &RedisStore, script: &Script, shared: &[String], batc
     let budget = timeout.saturating_sub(now.duration_since(oldest));
     let (calls, answered): (Vec<_>, Vec<_>) = live
         .into_iter()
-        .map(|call| ((call.key, call.args), call.answered))
+        .map(|call| ((call.keys, call.args), call.answered))
         .unzip();
     match store
         .bounded_for(budget, store.eval_batch(script, shared, &calls))
@@ -682,6 +721,22 @@ mod tests {
                 err.message
             );
         }
+    }
+
+    #[test]
+    fn key_slots_follow_redis_cluster() {
+        // Values from the Redis Cluster specification and CLUSTER KEYSLOT.
+        assert_eq!(key_slot(b"123456789"), 0x31C3);
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(
+            key_slot(b"{user1000}.following"),
+            key_slot(b"{user1000}.followers")
+        );
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        // An empty tag does not count: the whole key is hashed.
+        assert_ne!(key_slot(b"foo{}{bar}"), key_slot(b"bar"));
+        assert_ne!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{baz}"));
+        assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
     }
 
     #[test]

@@ -1,0 +1,201 @@
+'use strict'
+
+// FixedWindow: one or many limits, one or many ids, weights; the same numbers on both stores.
+
+const { describe, it } = require('node:test')
+const assert = require('node:assert/strict')
+
+const { FixedWindow, RedisStore } = require('..')
+const { useRedisServer, startCluster } = require('./helpers/redis-server.js')
+
+const redis = useRedisServer()
+let namespaceCounter = 0
+
+const stores = {
+  'in memory': (options) => new FixedWindow(options),
+  'on Redis': (options) => {
+    namespaceCounter += 1
+    return new FixedWindow({ client: redis.server.url, namespace: `fw-${namespaceCounter}:`, ...options })
+  },
+}
+
+const SECOND = 1000
+const MINUTE = 60 * SECOND
+// An instant on a minute boundary: windows of 1 s and 1 min start together here.
+const T0 = 1_700_000_040_000
+
+const verdict = (allowed, timeLeft, remaining, limit, resetAfter) => ({ allowed, timeLeft, remaining, limit, resetAfter })
+
+for (const [name, create] of Object.entries(stores)) {
+  describe(`FixedWindow ${name}`, () => {
+    it('counts in windows aligned to the clock, and refuses until the window ends', async () => {
+      const limiter = create({ limits: [{ duration: MINUTE, limit: 3 }] })
+      assert.deepEqual(await limiter.consume('u', { now: T0 + 5 * SECOND }), verdict(true, 0, 2, 3, 55 * SECOND))
+      assert.deepEqual(await limiter.consume('u', { now: T0 + 15 * SECOND }), verdict(true, 0, 1, 3, 45 * SECOND))
+      assert.deepEqual(await limiter.consume('u', { now: T0 + 30 * SECOND }), verdict(true, 0, 0, 3, 30 * SECOND))
+      assert.deepEqual(await limiter.consume('u', { now: T0 + 59_999.5 }), verdict(false, 1, 0, 3, 1))
+      // The next window starts at T0 + 1 min, the edge included.
+      assert.deepEqual(await limiter.consume('u', { now: T0 + MINUTE }), verdict(true, 0, 2, 3, MINUTE))
+    })
+
+    it('peeks without counting', async () => {
+      const limiter = create({ limits: [{ duration: SECOND, limit: 1 }] })
+      assert.deepEqual(await limiter.peek('u', { now: T0 }), verdict(true, 0, 0, 1, 1000))
+      assert.deepEqual(await limiter.peek('u', { now: T0 }), verdict(true, 0, 0, 1, 1000))
+      assert.equal((await limiter.consume('u', { now: T0 })).allowed, true)
+      assert.deepEqual(await limiter.peek('u', { now: T0 + 400 }), verdict(false, 600, 0, 1, 600))
+    })
+
+    it('counts only allowed actions', async () => {
+      const limiter = create({ limits: [{ duration: SECOND, limit: 2 }] })
+      await limiter.consume('u', { now: T0 })
+      await limiter.consume('u', { now: T0 })
+      for (let i = 0; i < 5; i++) assert.equal((await limiter.consume('u', { now: T0 + 10 })).allowed, false)
+      // Had the refusals counted, the next window would not matter; it starts clean.
+      assert.deepEqual(await limiter.consume('u', { now: T0 + SECOND }), verdict(true, 0, 1, 2, 1000))
+    })
+
+    it('judges several limits together: 10/s, 120/min, 240/h', async () => {
+      const limiter = create({ limits: [{ duration: SECOND, limit: 10 }, { duration: MINUTE, limit: 120 }, { duration: 60 * MINUTE, limit: 240 }] })
+      let allowed = 0
+      for (let second = 0; second < 15; second++) {
+        for (let i = 0; i < 12; i++) allowed += (await limiter.consume('u', { now: T0 + second * SECOND })).allowed ? 1 : 0
+      }
+      // 10 per second for 12 seconds, then the minute limit holds.
+      assert.equal(allowed, 120)
+      // Refused until the minute ends; everything is reset when the hour ends.
+      const hourEnd = 60 * MINUTE - ((T0 + 20 * SECOND) % (60 * MINUTE))
+      assert.deepEqual(await limiter.peek('u', { now: T0 + 20 * SECOND }), verdict(false, 40 * SECOND, 0, 120, hourEnd))
+    })
+
+    it('refuses when only one limit refuses, and counts nothing then', async () => {
+      const limiter = create({ limits: [{ duration: SECOND, limit: 5 }, { duration: MINUTE, limit: 6 }] })
+      assert.equal((await limiter.consume('u', { now: T0, weight: 5 })).allowed, true)
+      // The second is fresh at T0 + 1 s, but the minute has only 1 left.
+      assert.deepEqual(await limiter.consume('u', { now: T0 + SECOND, weight: 2 }), verdict(false, 59 * SECOND, 1, 6, 59 * SECOND))
+      assert.deepEqual(await limiter.consume('u', { now: T0 + SECOND, weight: 1 }), verdict(true, 0, 0, 6, 59 * SECOND))
+    })
+
+    it('charges weights, and never admits a weight above a limit', async () => {
+      const limiter = create({ limits: [{ duration: SECOND, limit: 10 }] })
+      assert.deepEqual(await limiter.consume('u', { now: T0, weight: 7 }), verdict(true, 0, 3, 10, 1000))
+      assert.deepEqual(await limiter.consume('u', { now: T0, weight: 4 }), verdict(false, 1000, 3, 10, 1000))
+      assert.deepEqual(await limiter.consume('u', { now: T0, weight: 11 }), verdict(false, Infinity, 3, 10, 1000))
+      assert.deepEqual(await limiter.consume('fresh', { now: T0, weight: 11 }), verdict(false, Infinity, 10, 10, 0))
+    })
+
+    it('checks and counts several ids at once (an IP and a user)', async () => {
+      const limiter = create({ limits: [{ duration: MINUTE, limit: 2 }] })
+      assert.equal((await limiter.consume(['ip:1', 'user:a'], { now: T0 })).allowed, true)
+      assert.equal((await limiter.consume(['ip:1', 'user:b'], { now: T0 })).allowed, true)
+      // ip:1 is full: user:c is refused through it, and nothing is counted for user:c.
+      assert.deepEqual(await limiter.consume(['ip:1', 'user:c'], { now: T0 }), verdict(false, MINUTE, 0, 2, MINUTE))
+      // A peek answers as a consume would (remaining after it), without counting.
+      assert.deepEqual(await limiter.peek('user:c', { now: T0 }), verdict(true, 0, 1, 2, MINUTE))
+      assert.deepEqual(await limiter.peek('user:c', { now: T0 }), verdict(true, 0, 1, 2, MINUTE))
+      assert.deepEqual(await limiter.consume(['ip:2', 'user:a'], { now: T0 }), verdict(true, 0, 0, 2, MINUTE))
+      // Repeated ids count once.
+      assert.deepEqual(await limiter.consume(['ip:3', 'ip:3'], { now: T0 }), verdict(true, 0, 1, 2, MINUTE))
+    })
+
+    it('starts afresh after an idle gap, and resets ids', async () => {
+      const limiter = create({ limits: [{ duration: SECOND, limit: 1 }, { duration: MINUTE, limit: 2 }] })
+      await limiter.consume('u', { now: T0 })
+      await limiter.consume('u', { now: T0 + SECOND })
+      assert.equal((await limiter.consume('u', { now: T0 + 2 * SECOND })).allowed, false)
+      assert.equal((await limiter.consume('u', { now: T0 + 3 * MINUTE })).allowed, true)
+      assert.equal((await limiter.consume('u', { now: T0 + 3 * MINUTE })).allowed, false)
+      await limiter.reset(['u', 'v'])
+      assert.deepEqual(await limiter.consume('u', { now: T0 + 3 * MINUTE }), verdict(true, 0, 0, 1, MINUTE))
+    })
+
+    it('rejects bad calls with codes', async () => {
+      const limiter = create({ limits: [{ duration: SECOND, limit: 1 }] })
+      await assert.rejects(limiter.consume('u', { weight: 0 }), { name: 'RangeError', code: 'ERR_INVALID_ARGUMENT' })
+      await assert.rejects(limiter.consume('u', { weight: 1.5 }), { name: 'RangeError', code: 'ERR_INVALID_ARGUMENT' })
+      await assert.rejects(limiter.consume('u', { wieght: 2 }), { name: 'TypeError', code: 'ERR_UNKNOWN_OPTION' })
+      await assert.rejects(limiter.consume([]), { name: 'RangeError', code: 'ERR_INVALID_ID' })
+      await assert.rejects(limiter.consume(['a', '']), { name: 'RangeError', code: 'ERR_INVALID_ID' })
+      await assert.rejects(limiter.consume(Array.from({ length: 17 }, (_, i) => `id${i}`)), { code: 'ERR_INVALID_ID' })
+      await assert.rejects(limiter.consume({ id: 'u' }), { name: 'TypeError', code: 'ERR_INVALID_ID' })
+    })
+  })
+}
+
+describe('FixedWindow options', () => {
+  const cases = [
+    [{}, 'TypeError', /`limits`/],
+    [{ limits: [] }, 'RangeError', /`limits`/],
+    [{ limits: {} }, 'TypeError', /`limits`/],
+    [{ limits: [{ duration: 1000 }] }, 'TypeError', /`limit`/],
+    [{ limits: [{ duration: 0, limit: 1 }] }, 'RangeError', /`limits\[0\]\.duration`/],
+    [{ limits: [{ duration: 1000, limit: 1 }, { duration: 1000, limit: -1 }] }, 'RangeError', /`limits\[1\]\.limit`/],
+    [{ limits: [{ duration: 1000, limit: 1, precision: 10 }] }, 'TypeError', /`precision`/],
+    [{ limits: [{ duration: 1000, limit: 1 }], interval: 5 }, 'TypeError', /`interval`/],
+  ]
+  for (const [options, errorName, message] of cases) {
+    it(`rejects ${JSON.stringify(options)}`, () => {
+      assert.throws(() => new FixedWindow(options), (error) => {
+        assert.equal(error.name, errorName)
+        assert.match(error.code, /^ERR_(INVALID|UNKNOWN)_OPTION$/)
+        assert.match(error.message, message)
+        return true
+      })
+    })
+  }
+})
+
+describe('FixedWindow on Redis', () => {
+  it('keeps one hash per id with a TTL of the longest window plus a second', async () => {
+    const limiter = new FixedWindow({ client: redis.server.url, namespace: 'layout:', limits: [{ duration: SECOND, limit: 5 }, { duration: MINUTE, limit: 50 }] })
+    await limiter.consume('u', { now: T0 + 1500, weight: 2 })
+    assert.equal(await redis.server.cli('TYPE', 'layout:u'), 'hash')
+    const fields = (await redis.server.cli('HGETALL', 'layout:u')).split('\n')
+    const hash = Object.fromEntries(fields.flatMap((v, i) => (i % 2 ? [] : [[v, fields[i + 1]]])))
+    assert.deepEqual(hash, {
+      1000000: '2',
+      '1000000:w': String(Math.floor((T0 + 1500) / SECOND)),
+      60000000: '2',
+      '60000000:w': String(Math.floor((T0 + 1500) / MINUTE)),
+    })
+    const ttl = Number(await redis.server.cli('PTTL', 'layout:u'))
+    assert.ok(ttl > 60_000 && ttl <= 61_000, `PTTL ${ttl}`)
+    await limiter.peek('other')
+    assert.equal(await redis.server.cli('EXISTS', 'layout:other'), '0')
+  })
+
+  it('admits exactly the limit to concurrent callers', async () => {
+    const limiter = new FixedWindow({ client: redis.server.url, namespace: 'race:', limits: [{ duration: MINUTE, limit: 100 }] })
+    const answers = await Promise.all(Array.from({ length: 300 }, () => limiter.consume('hot')))
+    assert.equal(answers.filter((a) => a.allowed).length, 100)
+  })
+
+  it('shares the counters of a RedisStore between limiters', async () => {
+    const store = await RedisStore.connect(redis.server.url)
+    const options = { client: store, namespace: 'shared:', limits: [{ duration: MINUTE, limit: 2 }] }
+    const a = new FixedWindow(options)
+    const b = new FixedWindow(options)
+    await a.consume('u', { now: T0 })
+    await b.consume('u', { now: T0 })
+    assert.equal((await a.consume('u', { now: T0 })).allowed, false)
+    await store.close()
+  })
+})
+
+describe('FixedWindow on a Redis Cluster', () => {
+  it('needs the ids of one call to share a hash tag, and says so', async () => {
+    const cluster = await startCluster()
+    try {
+      const store = await RedisStore.connect({ cluster: cluster.urls })
+      const limiter = new FixedWindow({ client: store, limits: [{ duration: MINUTE, limit: 1 }, { duration: SECOND, limit: 1 }] })
+      await assert.rejects(limiter.consume(['ip:1', 'user:1']), { name: 'RangeError', code: 'ERR_INVALID_ID', message: /hash tag/ })
+      assert.equal((await limiter.consume(['{u1}ip:1', '{u1}user:1'], { now: T0 })).allowed, true)
+      assert.equal((await limiter.consume(['{u1}ip:1', '{u1}user:1'], { now: T0 + 1 })).allowed, false)
+      // One id with several limits needs no tag: its limits share one hash.
+      assert.equal((await limiter.consume('solo', { now: T0 })).allowed, true)
+      await store.close()
+    } finally {
+      await cluster.stop()
+    }
+  })
+})

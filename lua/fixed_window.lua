@@ -1,0 +1,90 @@
+-- Fixed window counters (src/fixed_window.rs) on Redis, for one or many calls at once.
+--
+-- One hash per identifier, at namespace + id, holds every limit's counter: field `<duration>`
+-- the count, field `<duration>:w` the index of the window it counts in (floor(now / duration),
+-- aligned to the clock). A counter whose window has ended counts 0. Reading all the limits of an
+-- identifier is one HMGET, counting them one HSET: the cost does not grow with the number of
+-- limits. A call judges every limit of every identifier first and counts only when all admit
+-- it: only allowed actions are counted.
+--
+-- ARGV[1]             L, the number of limits
+-- ARGV[2j], ARGV[2j+1] limit j's duration (microseconds) and limit (j = 1..L)
+-- ARGV[2L+2]          "consume" to count an allowed call, "peek" to only look
+-- ARGV[2L+3]          the TTL of a hash, in milliseconds (the longest duration, plus a second)
+-- then per call:      its number of identifiers N, its now (microseconds; "" for the server's
+--                     clock) and its weight
+-- KEYS                per call, the hashes of its N identifiers
+--
+-- Reply: per call, { now, counts... } with the N * L counts before this call (identifier-major),
+-- or the error message (a string) of a call that failed alone. src/fixed_window.rs judges from
+-- the counts the same way this script decided.
+
+local limit_count = tonumber(ARGV[1])
+local durations, limits, fields = {}, {}, {}
+for j = 1, limit_count do
+  durations[j] = tonumber(ARGV[2 * j])
+  limits[j] = tonumber(ARGV[2 * j + 1])
+  fields[2 * j - 1] = ARGV[2 * j]
+  fields[2 * j] = ARGV[2 * j] .. ':w'
+end
+local consume = ARGV[2 * limit_count + 2] == 'consume'
+local ttl = tonumber(ARGV[2 * limit_count + 3])
+
+local server_now
+local function now_of(given)
+  if given ~= '' then
+    return tonumber(given)
+  end
+  if not server_now then
+    local time = redis.call('TIME')
+    server_now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  end
+  return server_now
+end
+
+local function judge(first_key, id_count, now, weight)
+  local answer, windows, allowed = { now }, {}, true
+  for j = 1, limit_count do
+    windows[j] = math.floor(now / durations[j])
+  end
+  for i = 0, id_count - 1 do
+    local stored = redis.call('HMGET', KEYS[first_key + i], unpack(fields))
+    for j = 1, limit_count do
+      local count = 0
+      if tonumber(stored[2 * j]) == windows[j] then
+        count = tonumber(stored[2 * j - 1])
+      end
+      answer[#answer + 1] = count
+      if count + weight > limits[j] then
+        allowed = false
+      end
+    end
+  end
+  if consume and allowed then
+    for i = 0, id_count - 1 do
+      local key, values = KEYS[first_key + i], {}
+      for j = 1, limit_count do
+        values[#values + 1] = fields[2 * j - 1]
+        values[#values + 1] = answer[1 + i * limit_count + j] + weight
+        values[#values + 1] = fields[2 * j]
+        values[#values + 1] = windows[j]
+      end
+      redis.call('HSET', key, unpack(values))
+      redis.call('PEXPIRE', key, ttl)
+    end
+  end
+  return answer
+end
+
+local answers, next_key, arg = {}, 1, 2 * limit_count + 4
+while arg <= #ARGV do
+  local id_count = tonumber(ARGV[arg])
+  local ok, answer = pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
+  if not ok then
+    -- A string, not an error reply: clients fail a whole reply that holds an error.
+    answer = type(answer) == 'table' and answer.err or tostring(answer)
+  end
+  answers[#answers + 1] = answer
+  next_key, arg = next_key + id_count, arg + 3
+end
+return answers
