@@ -15,6 +15,7 @@ const { spawnSync } = require('node:child_process')
 const path = require('node:path')
 const IORedis = require('ioredis')
 const upstream = require('rolling-rate-limiter')
+const flexible = require('rate-limiter-flexible')
 
 const ratekeeper = require('..')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
@@ -25,6 +26,13 @@ const OPS = args.ops ?? 50_000
 const CONCURRENCY = args.concurrency ?? 256
 const IDS = args.ids ?? 10_000
 const WINDOW = { interval: 60_000, maxInInterval: 100 }
+const FIXED = { limits: [{ duration: 60_000, limit: 100 }] }
+const FLEXIBLE = { points: 100, duration: 60 }
+
+/** Each library's call, as `attempt(id)` resolving whether it was refused. */
+const rolling = (limiter) => (id) => limiter.limit(id)
+const fixedWindow = (limiter) => (id) => limiter.consume(id).then((verdict) => !verdict.allowed)
+const rateLimiterFlexible = (limiter) => (id) => limiter.consume(id).then(() => false, () => true)
 
 function parseArgs(argv) {
   const out = {}
@@ -75,15 +83,14 @@ async function checkSameAnswers(name, ours, theirs) {
 
 async function runScenario(scenario) {
   const { name, ours, theirs, reset } = scenario
-  await checkSameAnswers(name, (id) => ours.limit(id), (id) => theirs.limit(id))
+  await checkSameAnswers(name, ours, theirs)
   const rounds = []
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? ['theirs', 'ours'] : ['ours', 'theirs']
     const result = {}
     for (const who of order) {
       if (reset) await reset()
-      const limiter = who === 'ours' ? ours : theirs
-      result[who] = await measure((id) => limiter.limit(id))
+      result[who] = await measure(who === 'ours' ? ours : theirs)
     }
     rounds.push(result)
     process.stderr.write(`${name} round ${round + 1}: ours ${result.ours.opsPerSecond.toFixed(0)} ops/s, ${scenario.peer} ${result.theirs.opsPerSecond.toFixed(0)} ops/s\n`)
@@ -139,20 +146,36 @@ async function main() {
   const server = await startRedis()
   const ioredis = new IORedis(server.port, '127.0.0.1', { enableAutoPipelining: true })
   const store = await ratekeeper.RedisStore.connect(server.url)
+  const flush = () => server.cli('FLUSHALL')
+  const oursRollingOnRedis = new ratekeeper.RedisRateLimiter({ client: store, namespace: 'bench:', ...WINDOW })
+  const theirsRollingOnRedis = new upstream.RedisRateLimiter({ client: ioredis, namespace: 'bench:', ...WINDOW })
   const scenarios = [
     {
       name: 'rolling window, Redis',
       peer: 'rolling-rate-limiter (ioredis, auto-pipelining)',
-      ours: new ratekeeper.RedisRateLimiter({ client: store, namespace: 'bench:', ...WINDOW }),
-      theirs: new upstream.RedisRateLimiter({ client: ioredis, namespace: 'bench:', ...WINDOW }),
-      reset: () => server.cli('FLUSHALL'),
-      redis: true,
+      ours: rolling(oursRollingOnRedis),
+      theirs: rolling(theirsRollingOnRedis),
+      reset: flush,
+      memory: { ours: oursRollingOnRedis, theirs: theirsRollingOnRedis, peer: 'rolling-rate-limiter' },
     },
     {
       name: 'rolling window, in memory',
       peer: 'rolling-rate-limiter (InMemoryRateLimiter)',
-      ours: new ratekeeper.InMemoryRateLimiter(WINDOW),
-      theirs: new upstream.InMemoryRateLimiter(WINDOW),
+      ours: rolling(new ratekeeper.InMemoryRateLimiter(WINDOW)),
+      theirs: rolling(new upstream.InMemoryRateLimiter(WINDOW)),
+    },
+    {
+      name: 'fixed window, Redis',
+      peer: 'rate-limiter-flexible (RateLimiterRedis, ioredis, auto-pipelining)',
+      ours: fixedWindow(new ratekeeper.FixedWindow({ client: store, namespace: 'bench-fixed:', ...FIXED })),
+      theirs: rateLimiterFlexible(new flexible.RateLimiterRedis({ storeClient: ioredis, keyPrefix: 'bench-flexible', ...FLEXIBLE })),
+      reset: flush,
+    },
+    {
+      name: 'fixed window, in memory',
+      peer: 'rate-limiter-flexible (RateLimiterMemory)',
+      ours: fixedWindow(new ratekeeper.FixedWindow(FIXED)),
+      theirs: rateLimiterFlexible(new flexible.RateLimiterMemory(FLEXIBLE)),
     },
   ].filter((s) => !args.only || s.name.includes(args.only))
 
@@ -174,9 +197,10 @@ async function main() {
   if (!args.only || 'in memory'.includes(args.only)) {
     console.log(`| in memory (process RSS growth) | ${mib(memoryInProcess('ours'))} | ${mib(memoryInProcess('theirs'))} |`)
   }
-  const redisScenario = scenarios.find((s) => s.redis)
+  const redisScenario = scenarios.find((s) => s.memory)
   if (redisScenario) {
-    console.log(`| Redis (used_memory growth) | ${mib(await memoryInRedis(server, redisScenario.ours))} | ${mib(await memoryInRedis(server, redisScenario.theirs))} |`)
+    const { ours, theirs } = redisScenario.memory
+    console.log(`| Redis (used_memory growth) | ${mib(await memoryInRedis(server, ours))} | ${mib(await memoryInRedis(server, theirs))} |`)
   }
 
   ioredis.disconnect()

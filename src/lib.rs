@@ -24,6 +24,7 @@ pub mod binding;
 pub mod error;
 pub mod fixed_window;
 pub mod rolling_window;
+pub mod sliding_window;
 pub mod store;
 pub mod time;
 pub mod verdict;
