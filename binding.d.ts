@@ -104,6 +104,26 @@ export declare class RollingWindow {
 }
 export type JsRollingWindow = RollingWindow
 
+/**
+ * The precision sliding window, in memory or on Redis: the native engine under
+ * `SlidingWindow` (see index.d.ts), which is the API to use.
+ */
+export declare class SlidingWindowEngine {
+  /**
+   * Builds a sliding window in memory, or on `store` when one is given.
+   * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
+   */
+  constructor(options: SlidingWindowOptions, store?: RedisStore | null)
+  /**
+   * The engine under `SlidingWindow`: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
+   * an array of ids, as `FixedWindowEngine.run` does.
+   */
+  run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /** How many ids the in-memory store holds buckets for (always `0` on Redis). */
+  get trackedIds(): number
+}
+export type JsSlidingWindow = SlidingWindowEngine
+
 /** One limit of a fixed window: at most `limit` weight per `duration`. */
 export interface FixedWindowLimit {
   /**
@@ -213,3 +233,38 @@ export interface RollingWindowOptions {
  * name. `lib/engine.js` calls this once; nothing else should.
  */
 export declare function setAnswerHandler(handler: (answers: Float64Array, failures: Array<[number, Error]>) => void): number
+
+/** One limit of a sliding window: at most `limit` weight in any `duration`. */
+export interface SlidingWindowLimit {
+  /** The window's length in milliseconds (> 0). */
+  duration: number
+  /** The weight any window admits: a whole number from 1 to 1e15. */
+  limit: number
+  /**
+   * The bucket size in milliseconds: weight comes back bucket by bucket as the window slides.
+   * Default: a tenth of `duration`; at most 3600 buckets per window.
+   */
+  precision?: number
+}
+
+/**
+ * Options of a sliding window limiter.
+ *
+ * ```js
+ * new SlidingWindow({ limits: [{ duration: 1000, limit: 1000 }, { duration: 10_000, limit: 5000, precision: 1000 }] })
+ * ```
+ */
+export interface SlidingWindowOptions {
+  /** 1 to 16 limits, all checked (and counted) together. Required. */
+  limits: Array<SlidingWindowLimit>
+  /**
+   * Prefix of the Redis keys: an id's buckets are a hash at `namespace + id`.
+   * Default `'ratekeeper:sliding:'`. Ignored in memory.
+   */
+  namespace?: string
+  /**
+   * On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
+   * `'local'`.
+   */
+  clock?: string
+}

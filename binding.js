@@ -841,4 +841,6 @@ module.exports.RedisStore = nativeBinding.RedisStore
 module.exports.JsRedisStore = nativeBinding.JsRedisStore
 module.exports.RollingWindow = nativeBinding.RollingWindow
 module.exports.JsRollingWindow = nativeBinding.JsRollingWindow
+module.exports.SlidingWindowEngine = nativeBinding.SlidingWindowEngine
+module.exports.JsSlidingWindow = nativeBinding.JsSlidingWindow
 module.exports.setAnswerHandler = nativeBinding.setAnswerHandler

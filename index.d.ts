@@ -226,46 +226,91 @@ export interface ConsumeOptions extends CallOptions {
 /** One id, or an array of 1 to 16 ids judged and counted together (e.g. an IP and a user id). */
 export type Ids = Id | Id[]
 
-export interface FixedWindowOptions {
-  /**
-   * 1 to 16 limits, all checked together: at most `limit` weight per `duration` milliseconds,
-   * in windows aligned to the clock (`floor(now / duration)`). Required.
-   */
-  limits: Array<{ duration: number; limit: number }>
+/** Options every counting limiter takes besides its `limits`. */
+export interface CountingLimiterOptions<Limit> {
+  /** 1 to 16 limits, all checked together: a call is counted only when every one admits it. Required. */
+  limits: Limit[]
   /** Keep the counters in Redis (see {@link RedisClientLike}). Default: in memory. */
   client?: RedisClientLike
-  /** Redis key prefix: an id's counters are one hash at `namespace + id`. Default `'ratekeeper:fixed:'`. */
+  /** Redis key prefix: an id's counters are one hash at `namespace + id`. */
   namespace?: string
   /** On Redis, whose clock decides when a call gives no `now`: `'redis'` (default) or `'local'`. */
   clock?: 'redis' | 'local'
 }
 
 /**
- * Fixed window counters: for each id, at most `limit` weight per window of `duration`, for every
- * limit given, checked and counted in one atomic step. Only allowed actions are counted.
+ * What the counting limiters share: `consume`, `peek` and `reset` over one id or several (all
+ * judged and counted in one atomic step; only allowed actions are counted).
  *
  * On a Redis Cluster, the ids of one call must share a hash tag (`'{user:42}ip:10.0.0.1'`,
  * `'{user:42}user:42'`); otherwise the call rejects with `ERR_INVALID_ID`.
- *
- * ```js
- * const { FixedWindow } = require('ratekeeper')
- * const limiter = new FixedWindow({ limits: [{ duration: 1000, limit: 10 }, { duration: 60_000, limit: 120 }] })
- * const { allowed, timeLeft } = await limiter.consume([req.ip, userId], { weight: 2 })
- * ```
  */
-export declare class FixedWindow {
-  constructor(options: FixedWindowOptions)
+export declare class CountingLimiter<Limit> {
+  constructor(options: CountingLimiterOptions<Limit>)
   /** The limits, as given. */
-  readonly limits: ReadonlyArray<{ duration: number; limit: number }>
-  /** How many ids hold counters in memory (0 on Redis). */
+  readonly limits: ReadonlyArray<Limit>
+  /** How many ids hold state in memory (0 on Redis). */
   readonly trackedIds: number
-  /** Counts the action when every limit of every id admits it; answers either way. */
+  /**
+   * Counts the action when every limit of every id admits it; answers either way.
+   *
+   * ```js
+   * const { allowed, timeLeft } = await limiter.consume([`ip:${req.ip}`, `user:${userId}`], { weight: 2 })
+   * ```
+   */
   consume(ids: Ids, options?: ConsumeOptions): Promise<Verdict>
   /** What `consume` would answer now, counting nothing. */
   peek(ids: Ids, options?: ConsumeOptions): Promise<Verdict>
   /** Forgets the counters of the ids. */
   reset(ids: Ids): Promise<void>
 }
+
+/** A fixed-window limit: at most `limit` weight (a whole number) per `duration` milliseconds. */
+export interface FixedWindowLimit {
+  duration: number
+  limit: number
+}
+
+/**
+ * Fixed window counters, in windows aligned to the clock (`floor(now / duration)`): every id's
+ * window resets at the same instants. One hash per id holds all its limits
+ * (namespace default `'ratekeeper:fixed:'`).
+ *
+ * ```js
+ * const { FixedWindow } = require('ratekeeper')
+ * const limiter = new FixedWindow({ limits: [{ duration: 1000, limit: 10 }, { duration: 60_000, limit: 120 }] })
+ * const { allowed, timeLeft } = await limiter.consume([req.ip, userId])
+ * ```
+ */
+export declare class FixedWindow extends CountingLimiter<FixedWindowLimit> {}
+
+/**
+ * A sliding-window limit: at most `limit` weight in any `duration` milliseconds, counted in
+ * buckets of `precision` milliseconds (default a tenth of `duration`, at most 3600 buckets):
+ * weight comes back bucket by bucket as the window slides.
+ */
+export interface SlidingWindowLimit {
+  duration: number
+  limit: number
+  precision?: number
+}
+
+/**
+ * The precision sliding window: no reset for everyone at the top of the window. Many limits
+ * share one hash per id, in the layout of the seed's `over_limit_sliding_window`
+ * (namespace default `'ratekeeper:sliding:'`).
+ *
+ * ```js
+ * const { SlidingWindow } = require('ratekeeper')
+ * // A burst of 1000 in a second, 5000 in 10 s, 7000 in 15 s:
+ * const limiter = new SlidingWindow({ limits: [
+ *   { duration: 1000, limit: 1000, precision: 100 },
+ *   { duration: 10_000, limit: 5000, precision: 1000 },
+ *   { duration: 15_000, limit: 7000, precision: 1000 },
+ * ] })
+ * ```
+ */
+export declare class SlidingWindow extends CountingLimiter<SlidingWindowLimit> {}
 
 /** The answer the middleware works from. */
 export interface MiddlewareAnswer {

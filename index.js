@@ -11,7 +11,7 @@
 const binding = require('./binding.js')
 const rollingRateLimiter = require('./lib/rolling-rate-limiter.js')
 const { rateLimit } = require('./lib/express.js')
-const { FixedWindow } = require('./lib/fixed-window.js')
+const { FixedWindow, SlidingWindow } = require('./lib/counting.js')
 
 const { RateLimiter } = rollingRateLimiter
 
@@ -21,6 +21,8 @@ Object.assign(module.exports, rollingRateLimiter, {
   RollingWindow: binding.RollingWindow,
   FixedWindow,
   FixedWindowEngine: binding.FixedWindowEngine,
+  SlidingWindow,
+  SlidingWindowEngine: binding.SlidingWindowEngine,
   rateLimit,
   default: RateLimiter,
   // rolling-rate-limiter 0.4's time helpers.

@@ -47,7 +47,10 @@ impl SlidingWindow {
         if limits.is_empty() || limits.len() > MAX_LIMITS {
             return Err(Failure::range_error(
                 ErrorCode::InvalidOption,
-                format!("`limits` must hold 1 to {MAX_LIMITS} limits, got {}", limits.len()),
+                format!(
+                    "`limits` must hold 1 to {MAX_LIMITS} limits, got {}",
+                    limits.len()
+                ),
             ));
         }
         let limits = limits
@@ -218,7 +221,11 @@ impl Buckets {
 
 /// Splits the dense live counts of [`Buckets::live_counts`] (or of the Lua reply) into one slice
 /// per identifier and limit, as [`SlidingWindow::judge`] takes them.
-pub fn split_live<'a>(window: &SlidingWindow, ids: usize, counts: &'a [u64]) -> Option<Vec<&'a [u64]>> {
+pub fn split_live<'a>(
+    window: &SlidingWindow,
+    ids: usize,
+    counts: &'a [u64],
+) -> Option<Vec<&'a [u64]>> {
     let mut slices = Vec::with_capacity(ids * window.limits.len());
     let mut rest = counts;
     for _ in 0..ids {
@@ -269,10 +276,19 @@ mod tests {
         // The first bucket leaves the window at 60 s.
         assert_eq!(
             refused,
-            Verdict { allowed: false, time_left: 10 * SECOND, remaining: 0, limit: 4, reset_after: 40 * SECOND }
+            Verdict {
+                allowed: false,
+                time_left: 10 * SECOND,
+                remaining: 0,
+                limit: 4,
+                reset_after: 40 * SECOND
+            }
         );
         let v = consume(&w, &mut [&mut b], 1, 60 * SECOND);
-        assert_eq!((v.allowed, v.remaining, v.reset_after), (true, 0, 60 * SECOND));
+        assert_eq!(
+            (v.allowed, v.remaining, v.reset_after),
+            (true, 0, 60 * SECOND)
+        );
         // Two need both the 15 s and the 30 s buckets gone: at 90 s.
         let v = consume(&w, &mut [&mut b], 2, 61 * SECOND);
         assert_eq!((v.allowed, v.time_left), (false, 29 * SECOND));
@@ -292,7 +308,11 @@ mod tests {
     #[test]
     fn burst_then_sustained_is_one_window() {
         // The seed's case: 1000 in 1 s, 5000 in 10 s, 7000 in 15 s.
-        let w = window(&[(1000.0, 1000.0, Some(100.0)), (10_000.0, 5000.0, Some(1000.0)), (15_000.0, 7000.0, Some(1000.0))]);
+        let w = window(&[
+            (1000.0, 1000.0, Some(100.0)),
+            (10_000.0, 5000.0, Some(1000.0)),
+            (15_000.0, 7000.0, Some(1000.0)),
+        ]);
         let mut b = Buckets::default();
         let mut allowed = 0u64;
         // A client sending 2000 per second, in 100 ms steps of 200.
@@ -348,7 +368,10 @@ mod tests {
         for (limits, name) in [
             (vec![], "`limits`"),
             (vec![(1000.0, 1.0, Some(0.0))], "`limits[0].precision`"),
-            (vec![(3_600_000.0, 1.0, Some(100.0))], "`limits[0].precision`"),
+            (
+                vec![(3_600_000.0, 1.0, Some(100.0))],
+                "`limits[0].precision`",
+            ),
             (vec![(1000.0, 0.0, None)], "`limits[0].limit`"),
             (vec![(-5.0, 1.0, None)], "`limits[0].duration`"),
         ] {
@@ -356,6 +379,9 @@ mod tests {
             assert!(err.message.contains(name), "{}", err.message);
         }
         // A precision above the duration is the duration: one bucket, a fixed window.
-        assert_eq!(window(&[(1000.0, 1.0, Some(5000.0))]).limits()[0].buckets, 1);
+        assert_eq!(
+            window(&[(1000.0, 1.0, Some(5000.0))]).limits()[0].buckets,
+            1
+        );
     }
 }

@@ -10,6 +10,7 @@ import RateLimiterDefault, {
   RateLimitInfo,
   rateLimit,
   FixedWindow,
+  SlidingWindow,
   Verdict,
 } from '../..'
 
@@ -49,7 +50,9 @@ async function main(): Promise<void> {
   const left: number = answer.timeLeft + answer.remaining + answer.limit + answer.resetAfter
   await fixed.peek('ip')
   await fixed.reset(['ip'])
-  console.log(left, answer.allowed)
+  const sliding = new SlidingWindow({ limits: [{ duration: 1000, limit: 10, precision: 100 }, { duration: 60_000, limit: 100 }] })
+  const slid: Verdict = await sliding.consume('u')
+  console.log(left, answer.allowed, slid.allowed)
   // @ts-expect-error limits are { duration, limit }
   new FixedWindow({ limits: [{ duration: 1000 }] })
 

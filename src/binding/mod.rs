@@ -6,12 +6,14 @@
 //! rather than throw, as an `async` function would.
 
 pub mod backend;
+pub mod counting;
 pub mod dispatch;
 pub mod fixed_window;
 pub mod input;
 pub mod options;
 pub mod redis_store;
 pub mod rolling_window;
+pub mod sliding_window;
 
 use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
 use napi::{Env, JsError, JsRangeError, JsTypeError, JsValue, Status};

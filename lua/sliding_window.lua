@@ -1,0 +1,104 @@
+-- The precision sliding window (src/sliding_window.rs) on Redis, for one or many calls at once.
+--
+-- The layout is the seed's (over_limit_sliding_window): one hash per identifier, at
+-- namespace + id, holds every limit's buckets: field `<duration>:<precision>:<bucket>` the
+-- weight counted in that bucket (bucket = floor(now / precision)), and `<duration>:<precision>:o`
+-- the oldest bucket that may still have a field. Buckets that left the window are deleted when
+-- the identifier is next counted. A call judges every limit of every identifier first and counts
+-- only when all admit it: only allowed actions are counted.
+--
+-- ARGV[1]                  L, the number of limits
+-- ARGV[4j-2 .. 4j+1]       limit j's duration and precision (microseconds), buckets per window
+--                          and limit (j = 1..L)
+-- ARGV[4L+2]               "consume" to count an allowed call, "peek" to only look
+-- ARGV[4L+3]               the TTL of a hash, in milliseconds (the longest duration, plus a second)
+-- then per call:           its number of identifiers N, its now (microseconds; "" for the
+--                          server's clock) and its weight
+-- KEYS                     per call, the hashes of its N identifiers
+--
+-- Reply: per call, { now, counts... }: for each identifier and limit (identifier-major), the
+-- counts of the limit's live buckets, oldest first, before this call; or the error message (a
+-- string) of a call that failed alone. src/sliding_window.rs judges from them as this script
+-- decided.
+
+local limit_count = tonumber(ARGV[1])
+local prefixes, precisions, buckets, limits = {}, {}, {}, {}
+for j = 1, limit_count do
+  prefixes[j] = ARGV[4 * j - 2] .. ':' .. ARGV[4 * j - 1] .. ':'
+  precisions[j] = tonumber(ARGV[4 * j - 1])
+  buckets[j] = tonumber(ARGV[4 * j])
+  limits[j] = tonumber(ARGV[4 * j + 1])
+end
+local consume = ARGV[4 * limit_count + 2] == 'consume'
+local ttl = tonumber(ARGV[4 * limit_count + 3])
+
+local server_now
+local function now_of(given)
+  if given ~= '' then
+    return tonumber(given)
+  end
+  if not server_now then
+    local time = redis.call('TIME')
+    server_now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  end
+  return server_now
+end
+
+local function judge(first_key, id_count, now, weight)
+  local answer, allowed, writes = { now }, true, {}
+  for i = 0, id_count - 1 do
+    local key = KEYS[first_key + i]
+    for j = 1, limit_count do
+      local prefix = prefixes[j]
+      local bucket = math.floor(now / precisions[j])
+      local first_live = bucket - buckets[j] + 1
+      if consume then
+        local oldest = tonumber(redis.call('HGET', key, prefix .. 'o'))
+        if oldest and oldest < first_live then
+          local dead = {}
+          for b = oldest, math.min(first_live, oldest + buckets[j]) - 1 do
+            dead[#dead + 1] = prefix .. b
+          end
+          redis.call('HDEL', key, unpack(dead))
+        end
+      end
+      local fields = {}
+      for b = first_live, bucket do
+        fields[#fields + 1] = prefix .. b
+      end
+      local counts = redis.call('HMGET', key, unpack(fields))
+      local total = 0
+      for k = 1, #counts do
+        local count = tonumber(counts[k]) or 0
+        answer[#answer + 1] = count
+        total = total + count
+      end
+      if total + weight > limits[j] then
+        allowed = false
+      end
+      writes[#writes + 1] = { key, prefix .. 'o', first_live, prefix .. bucket, (tonumber(counts[#counts]) or 0) + weight }
+    end
+  end
+  if consume and allowed then
+    for _, w in ipairs(writes) do
+      redis.call('HSET', w[1], w[2], w[3], w[4], w[5])
+    end
+    for i = 0, id_count - 1 do
+      redis.call('PEXPIRE', KEYS[first_key + i], ttl)
+    end
+  end
+  return answer
+end
+
+local answers, next_key, arg = {}, 1, 4 * limit_count + 4
+while arg <= #ARGV do
+  local id_count = tonumber(ARGV[arg])
+  local ok, answer = pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
+  if not ok then
+    -- A string, not an error reply: clients fail a whole reply that holds an error.
+    answer = type(answer) == 'table' and answer.err or tostring(answer)
+  end
+  answers[#answers + 1] = answer
+  next_key, arg = next_key + id_count, arg + 3
+end
+return answers

@@ -1,0 +1,167 @@
+//! `SlidingWindowEngine`: the precision sliding window (`src/sliding_window.rs`) on memory or
+//! Redis.
+//!
+//! `lib/sliding-window.js` builds the `SlidingWindow` class (`consume`, `peek`, `reset`) on this,
+//! through `lib/engine.js`.
+
+use std::sync::LazyLock;
+
+use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
+use napi::Env;
+use napi_derive::napi;
+use redis::Script;
+
+use super::counting::{Counting, CountingEngine};
+use super::js_error;
+use super::options::OptionsReader;
+use super::redis_store::JsRedisStore;
+use crate::error::{ErrorCode, Failure, Outcome};
+use crate::sliding_window::{split_live, Buckets, SlidingWindow};
+use crate::time::Micros;
+use crate::verdict::Verdict;
+
+static SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/sliding_window.lua")));
+
+/// One limit of a sliding window: at most `limit` weight in any `duration`.
+#[napi(object)]
+pub struct SlidingWindowLimit {
+    /// The window's length in milliseconds (> 0).
+    pub duration: f64,
+    /// The weight any window admits: a whole number from 1 to 1e15.
+    pub limit: f64,
+    /// The bucket size in milliseconds: weight comes back bucket by bucket as the window slides.
+    /// Default: a tenth of `duration`; at most 3600 buckets per window.
+    pub precision: Option<f64>,
+}
+
+/// Options of a sliding window limiter.
+///
+/// ```js
+/// new SlidingWindow({ limits: [{ duration: 1000, limit: 1000 }, { duration: 10_000, limit: 5000, precision: 1000 }] })
+/// ```
+#[napi(object)]
+pub struct SlidingWindowOptions {
+    /// 1 to 16 limits, all checked (and counted) together. Required.
+    pub limits: Vec<SlidingWindowLimit>,
+    /// Prefix of the Redis keys: an id's buckets are a hash at `namespace + id`.
+    /// Default `'ratekeeper:sliding:'`. Ignored in memory.
+    pub namespace: Option<String>,
+    /// On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
+    /// `'local'`.
+    pub clock: Option<String>,
+}
+
+/// The precision sliding window, in memory or on Redis: the native engine under
+/// `SlidingWindow` (see index.d.ts), which is the API to use.
+#[napi(js_name = "SlidingWindowEngine")]
+pub struct JsSlidingWindow {
+    engine: CountingEngine<SlidingWindow>,
+}
+
+#[napi]
+impl JsSlidingWindow {
+    /// Builds a sliding window in memory, or on `store` when one is given.
+    /// Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
+    #[napi(
+        constructor,
+        catch_unwind,
+        ts_args_type = "options: SlidingWindowOptions, store?: RedisStore | null"
+    )]
+    pub fn new(env: Env, options: Unknown, store: Option<&JsRedisStore>) -> napi::Result<Self> {
+        CountingEngine::build(options, store, "SlidingWindow options")
+            .map(|engine| Self { engine })
+            .map_err(|failure| js_error(&env, failure))
+    }
+
+    /// The engine under `SlidingWindow`: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
+    /// an array of ids, as `FixedWindowEngine.run` does.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array"
+    )]
+    pub fn run(
+        &self,
+        env: Env,
+        mode: u32,
+        ids: Unknown,
+        options: Option<Unknown>,
+        ticket: f64,
+        mut out: Float64ArraySlice,
+    ) -> napi::Result<bool> {
+        self.engine
+            .run(&env, mode, ids, options, ticket, &mut out)
+            .map_err(|failure| js_error(&env, failure))
+    }
+
+    /// How many ids the in-memory store holds buckets for (always `0` on Redis).
+    #[napi(getter, catch_unwind)]
+    pub fn tracked_ids(&self) -> u32 {
+        self.engine.tracked_ids()
+    }
+}
+
+impl Counting for SlidingWindow {
+    type State = Buckets;
+
+    fn script() -> &'static Script {
+        &SCRIPT
+    }
+
+    fn default_namespace() -> &'static str {
+        "ratekeeper:sliding:"
+    }
+
+    fn from_options(r: &mut OptionsReader) -> Outcome<Self> {
+        let limits = r
+            .objects("limits", |limit| {
+                Ok((
+                    limit.required_number("duration")?,
+                    limit.required_number("limit")?,
+                    limit.number("precision")?,
+                ))
+            })?
+            .ok_or_else(|| r.missing("limits", "an array of { duration, limit, precision? }"))?;
+        SlidingWindow::new(&limits)
+    }
+
+    fn shared_args(&self) -> Vec<String> {
+        let mut args = vec![self.limits().len().to_string()];
+        for limit in self.limits() {
+            args.push(limit.duration.to_string());
+            args.push(limit.precision.to_string());
+            args.push(limit.buckets.to_string());
+            args.push(limit.limit.to_string());
+        }
+        args
+    }
+
+    fn ttl(&self) -> Micros {
+        // The hash outlives its longest window by a second (clock skew, tests' `now`).
+        self.limits().iter().map(|l| l.duration).max().unwrap_or(0) + 1_000_000
+    }
+
+    fn counts(&self, state: Option<&Buckets>, now: Micros, into: &mut Vec<u64>) {
+        state
+            .unwrap_or(&Buckets::default())
+            .live_counts(self, now, into);
+    }
+
+    fn judge(&self, ids: usize, counts: &[u64], weight: u64, now: Micros) -> Outcome<Verdict> {
+        let live = split_live(self, ids, counts).ok_or_else(|| {
+            Failure::error(
+                ErrorCode::StoreError,
+                "the sliding window script answered the wrong number of counts",
+            )
+        })?;
+        Ok(SlidingWindow::judge(self, &live, weight, now))
+    }
+
+    fn add(&self, state: &mut Buckets, weight: u64, now: Micros) {
+        state.add(self, weight, now);
+    }
+
+    fn is_idle(&self, state: &Buckets, now: Micros) -> bool {
+        state.is_idle(self, now)
+    }
+}
