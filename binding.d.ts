@@ -10,6 +10,27 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * redback's `RateLimit`, in memory or on Redis: the native engine under `createRateLimit`
+ * (see index.d.ts), which is the API to use.
+ */
+export declare class BucketCircleEngine {
+  /**
+   * Builds redback's rate limit in memory, or on `store` when one is given.
+   * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
+   */
+  constructor(options: BucketCircleOptions, store?: RedisStore | null)
+  /**
+   * The engine under redback's API: runs `mode` (0 add, 1 count, 2 addCount) for `subject`
+   * with the call options `{ now, interval }` (interval in seconds, for counts). The count is
+   * the first number of the answer, which comes as `RollingWindow.run` describes.
+   */
+  run(mode: number, subject: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /** How many subjects the in-memory store holds (always `0` on Redis). */
+  get trackedIds(): number
+}
+export type JsBucketCircle = BucketCircleEngine
+
+/**
  * Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see
  * index.d.ts), which is the API to use. It validates its options like `FixedWindow` does.
  */
@@ -123,6 +144,23 @@ export declare class SlidingWindowEngine {
   get trackedIds(): number
 }
 export type JsSlidingWindow = SlidingWindowEngine
+
+/** Options of redback's `RateLimit`, in seconds as redback takes them. */
+export interface BucketCircleOptions {
+  /** The circle's size. Default `600`. */
+  bucketSpan?: number
+  /** Each bucket's size; `bucket_span` must be a multiple of it. Default `5`. */
+  bucketInterval?: number
+  /** How long an idle subject is kept. Default `1200`. */
+  subjectExpiry?: number
+  /** The key prefix, `[namespace:]action:` (a subject's hash is at `namespace + subject`). */
+  namespace?: string
+  /**
+   * On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
+   * `'local'`.
+   */
+  clock?: string
+}
 
 /** One limit of a fixed window: at most `limit` weight per `duration`. */
 export interface FixedWindowLimit {

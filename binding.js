@@ -835,6 +835,8 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.BucketCircleEngine = nativeBinding.BucketCircleEngine
+module.exports.JsBucketCircle = nativeBinding.JsBucketCircle
 module.exports.FixedWindowEngine = nativeBinding.FixedWindowEngine
 module.exports.JsFixedWindow = nativeBinding.JsFixedWindow
 module.exports.RedisStore = nativeBinding.RedisStore

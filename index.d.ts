@@ -312,6 +312,74 @@ export interface SlidingWindowLimit {
  */
 export declare class SlidingWindow extends CountingLimiter<SlidingWindowLimit> {}
 
+/** redback's `RateLimit` options (seconds, as redback), plus where to keep the counts. */
+export interface RedbackRateLimitOptions {
+  /** The circle's size in seconds. Default `600`. */
+  bucket_span?: number
+  /** Each bucket's size in seconds; `bucket_span` must be a multiple of it. Default `5`. */
+  bucket_interval?: number
+  /** Seconds an idle subject is kept. Default `1200`. */
+  subject_expiry?: number
+  /** Keep the counts in Redis (see {@link RedisClientLike}). Default: in memory. */
+  client?: RedisClientLike
+  /** Key prefix: a subject's hash is at `[namespace:]action:subject`, as in redback. Default none. */
+  namespace?: string
+  /** On Redis, whose clock decides when a call gives no `now`: `'redis'` (default) or `'local'`. */
+  clock?: 'redis' | 'local'
+}
+
+type NodeCallback<T> = (err: Error | null, value?: T) => void
+
+/** What redback's methods return: a Promise that also chains (`add(ip).count(ip, 20)`). */
+export type RedbackResult<T> = Promise<T> & Pick<RedbackRateLimit, 'add' | 'count' | 'addCount'>
+
+/**
+ * redback's `RateLimit`, drop-in: counts per subject in a circle of buckets, in redback's Redis
+ * layout (redback's data keeps counting, and redback reads ours). Unlike redback, a pause does not
+ * bring an earlier lap's counts back, and an `interval` longer than `bucket_span` is a
+ * `RangeError` (`ERR_INVALID_ARGUMENT`) instead of double counting. Each method returns a Promise
+ * and, given a callback, calls it node-style (the Promise then never rejects); a trailing
+ * `{ now }` (milliseconds) sets the time.
+ *
+ * ```js
+ * const ratelimit = require('ratekeeper').createRateLimit('requests', { client: 'redis://127.0.0.1:6379' })
+ * ratelimit.add('127.0.0.1')
+ * ratelimit.count('127.0.0.1', 20, (err, requests) => { if (requests > 30) throttle() })
+ * ```
+ */
+export interface RedbackRateLimit {
+  /** `[namespace:]action`, as redback. */
+  readonly key: string
+  /** Counts one action of `subject` (of each, for an array). */
+  add(subject: Id | Id[], callback?: NodeCallback<void>, options?: CallOptions): RedbackResult<void>
+  add(subject: Id | Id[], options?: CallOptions, callback?: NodeCallback<void>): RedbackResult<void>
+  /** How many actions `subject` did in the last `interval` seconds (at most `bucket_span`). */
+  count(subject: Id, interval: number, callback?: NodeCallback<number>, options?: CallOptions): RedbackResult<number>
+  count(subject: Id, interval: number, options?: CallOptions, callback?: NodeCallback<number>): RedbackResult<number>
+  /** `add`, then `count`, in one atomic step. */
+  addCount(subject: Id, interval: number, callback?: NodeCallback<number>, options?: CallOptions): RedbackResult<number>
+  addCount(subject: Id, interval: number, options?: CallOptions, callback?: NodeCallback<number>): RedbackResult<number>
+}
+
+/** redback's `createRateLimit(action, options)`; in memory unless `client` is given. */
+export declare function createRateLimit(action: string, options?: RedbackRateLimitOptions): RedbackRateLimit
+
+/**
+ * redback's `createClient(redisOptions?, { namespace? })`: rate limits on one Redis (default
+ * `redis://127.0.0.1:6379`, as redback).
+ *
+ * ```js
+ * const redback = require('ratekeeper').createClient('redis://127.0.0.1:6379', { namespace: 'app' })
+ * const ratelimit = redback.createRateLimit('requests')
+ * ```
+ */
+export declare function createClient(
+  redisOptions?: RedisClientLike,
+  options?: { namespace?: string },
+): { namespace: string; createRateLimit(action: string, options?: Omit<RedbackRateLimitOptions, 'client'>): RedbackRateLimit }
+/** Alias of {@link createClient} (redback's `use(client, options)`). */
+export declare const use: typeof createClient
+
 /** The answer the middleware works from. */
 export interface MiddlewareAnswer {
   allowed: boolean

@@ -12,6 +12,7 @@ const binding = require('./binding.js')
 const rollingRateLimiter = require('./lib/rolling-rate-limiter.js')
 const { rateLimit } = require('./lib/express.js')
 const { FixedWindow, SlidingWindow } = require('./lib/counting.js')
+const redback = require('./lib/redback.js')
 
 const { RateLimiter } = rollingRateLimiter
 
@@ -23,6 +24,8 @@ Object.assign(module.exports, rollingRateLimiter, {
   FixedWindowEngine: binding.FixedWindowEngine,
   SlidingWindow,
   SlidingWindowEngine: binding.SlidingWindowEngine,
+  ...redback,
+  BucketCircleEngine: binding.BucketCircleEngine,
   rateLimit,
   default: RateLimiter,
   // rolling-rate-limiter 0.4's time helpers.

@@ -21,6 +21,7 @@
 
 #[cfg(feature = "node")]
 pub mod binding;
+pub mod bucket_circle;
 pub mod error;
 pub mod fixed_window;
 pub mod rolling_window;

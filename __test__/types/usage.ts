@@ -12,6 +12,8 @@ import RateLimiterDefault, {
   FixedWindow,
   SlidingWindow,
   Verdict,
+  createRateLimit,
+  createClient,
 } from '../..'
 
 async function main(): Promise<void> {
@@ -53,6 +55,14 @@ async function main(): Promise<void> {
   const sliding = new SlidingWindow({ limits: [{ duration: 1000, limit: 10, precision: 100 }, { duration: 60_000, limit: 100 }] })
   const slid: Verdict = await sliding.consume('u')
   console.log(left, answer.allowed, slid.allowed)
+
+  const ratelimit = createRateLimit('requests', { bucket_span: 600, client: store })
+  ratelimit.add('127.0.0.1')
+  ratelimit.count('127.0.0.1', 20, (err, requests) => console.log(err, requests))
+  const requests: number = await ratelimit.add('ip', { now: 5 }).count('ip', 20)
+  const viaClient = createClient('redis://127.0.0.1:6380', { namespace: 'app' }).createRateLimit('views')
+  const both: number = await viaClient.addCount('ip', 60)
+  console.log(requests, both)
   // @ts-expect-error limits are { duration, limit }
   new FixedWindow({ limits: [{ duration: 1000 }] })
 

@@ -6,6 +6,7 @@
 //! rather than throw, as an `async` function would.
 
 pub mod backend;
+pub mod bucket_circle;
 pub mod counting;
 pub mod dispatch;
 pub mod fixed_window;

@@ -1,0 +1,112 @@
+'use strict'
+
+/**
+ * redback's `RateLimit` API on the native bucket circle: `createRateLimit(action, options)` with
+ * `add`, `count` and `addCount`, and redback's `createClient(...).createRateLimit(...)` (see
+ * index.d.ts). Every method returns a Promise and, given a node-style callback, calls it too.
+ */
+
+const { BucketCircleEngine } = require('../binding.js')
+const { run } = require('./engine.js')
+const { resolveStore } = require('./store.js')
+const { typeError, checkOptionsObject } = require('./errors.js')
+const { decodeNothing } = require('./verdict.js')
+
+// The modes of BucketCircleEngine.run.
+const ADD = 0
+const COUNT = 1
+const ADD_COUNT = 2
+
+const decodeCount = (values, i) => values[i]
+
+/** redback's optional trailing arguments: a callback, and our `{ now }`, in either order. */
+function trailing(args) {
+  let callback
+  let options
+  for (const arg of args) {
+    if (typeof arg === 'function') callback = arg
+    else if (arg !== undefined) options = arg
+  }
+  return { callback, options }
+}
+
+/**
+ * Hands the outcome to `callback` too, outside the promise chain; the promise then never
+ * rejects (the error went to the callback). The promise also has the limiter's methods, so that
+ * redback's chaining (`ratelimit.add(ip).count(ip, 20, cb)`) works.
+ */
+function finish(limiter, promise, callback) {
+  let result = promise
+  if (callback) {
+    result = promise.then(
+      (value) => {
+        process.nextTick(callback, null, value)
+        return value
+      },
+      (error) => {
+        process.nextTick(callback, error)
+        return undefined
+      },
+    )
+  }
+  for (const method of ['add', 'count', 'addCount']) result[method] = (...args) => limiter[method](...args)
+  return result
+}
+
+class RateLimit {
+  constructor(action, options) {
+    if (typeof action !== 'string' || action === '') {
+      throw typeError('ERR_INVALID_OPTION', '`action` must be a non-empty string, e.g. createRateLimit("requests")')
+    }
+    checkOptionsObject(options, 'RateLimit options', true)
+    const { client, namespace = '', ...rest } = options ?? {}
+    if (typeof namespace !== 'string') throw typeError('ERR_INVALID_OPTION', '`namespace` must be a string')
+    // redback's key: `[namespace:]action:subject`.
+    this.key = namespace ? `${namespace}:${action}` : action
+    const store = client == null ? null : resolveStore(client, 'client').store
+    this.engine = new BucketCircleEngine({ ...rest, namespace: `${this.key}:` }, store)
+  }
+
+  /** Counts one action of `subject` (or of each subject of an array). */
+  add(subject, ...rest) {
+    const { callback, options } = trailing(rest)
+    const added = Array.isArray(subject)
+      ? Promise.all(subject.map((one) => run(this.engine, ADD, one, options, decodeNothing))).then(() => undefined)
+      : run(this.engine, ADD, subject, options, decodeNothing)
+    return finish(this, added, callback)
+  }
+
+  /** How many actions `subject` did in the last `interval` seconds. */
+  count(subject, interval, ...rest) {
+    const { callback, options } = trailing(rest)
+    return finish(this, run(this.engine, COUNT, subject, { ...options, interval }, decodeCount), callback)
+  }
+
+  /** `add` then `count`, in one atomic step. */
+  addCount(subject, interval, ...rest) {
+    const { callback, options } = trailing(rest)
+    return finish(this, run(this.engine, ADD_COUNT, subject, { ...options, interval }, decodeCount), callback)
+  }
+}
+
+/** redback's `createRateLimit`, on memory unless `options.client` is given. */
+function createRateLimit(action, options) {
+  return new RateLimit(action, options)
+}
+
+/**
+ * redback's `createClient(redisOptions?, { namespace? })` (and `use(client, options)`): a factory
+ * of rate limits on one Redis (default `redis://127.0.0.1:6379`, as redback).
+ */
+function createClient(redisOptions, clientOptions) {
+  checkOptionsObject(clientOptions, 'createClient options', true)
+  const client = redisOptions ?? 'redis://127.0.0.1:6379'
+  const { namespace } = clientOptions ?? {}
+  resolveStore(client, 'client')
+  return {
+    namespace: namespace ?? '',
+    createRateLimit: (action, options) => new RateLimit(action, { namespace, ...options, client }),
+  }
+}
+
+module.exports = { RateLimit, createRateLimit, createClient, use: createClient }
