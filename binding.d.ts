@@ -118,6 +118,11 @@ export declare class RollingWindow {
    */
   run(mode: number, id: unknown, options: unknown, ticket: number, out: Float64Array): boolean
   /**
+   * The actions of `id` still in the window, oldest first, with their metadata: who filled
+   * the limit. At most `maxInInterval` of them. Takes `{ now }`.
+   */
+  entries(id: unknown, options?: unknown): Promise<LogEntry[]>
+  /**
    * How many ids the in-memory store holds state for (always `0` on Redis). Idle ids are
    * dropped as the map grows, so this stays near the number of ids active within `interval`.
    */
@@ -193,6 +198,14 @@ export interface FixedWindowOptions {
    * `'local'`.
    */
   clock?: string
+}
+
+/** One logged action, as `entries` returns it. */
+export interface LogEntry {
+  /** When, in milliseconds since the epoch. */
+  at: number
+  /** The metadata given with it (`consume(id, { meta })`), if any. */
+  meta?: string
 }
 
 /**

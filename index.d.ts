@@ -5,7 +5,7 @@
 // rolling-rate-limiter's API (0.4 classes and the original callback form) and the Express
 // middleware.
 
-import type { RedisOptions, RedisStore, RollingWindow } from './binding'
+import type { LogEntry, RedisOptions, RedisStore, RollingWindow } from './binding'
 
 export * from './binding'
 
@@ -130,6 +130,55 @@ export interface RateLimiter {
   wouldLimitWithInfo(id?: Id, options?: CallOptions): Promise<RateLimitInfo>
   /** Forgets every action of `id`. */
   clear(id?: Id): Promise<void>
+  /**
+   * The counting limiters' shape on the rolling window, as a sliding log: logs `weight` actions
+   * (with `meta`) only when all of them fit and `minDifference` has passed; refusals are never
+   * logged, whatever `recordBlocked` says.
+   *
+   * ```js
+   * const { allowed, timeLeft } = await limiter.consume(`ip:${req.ip}`, { meta: userId })
+   * ```
+   */
+  consume(id: Id, options?: LogOptions): Promise<Verdict>
+  /** What `consume` would answer now, logging nothing. */
+  peek(id: Id, options?: LogOptions): Promise<Verdict>
+  /** Forgets every action of `id` (as `clear`). */
+  reset(id: Id): Promise<void>
+  /**
+   * The actions of `id` still in the window, oldest first, with the `meta` they were logged
+   * with: who filled the limit. At most `maxInInterval` of them.
+   *
+   * ```js
+   * for (const { at, meta } of await limiter.entries('ip:10.0.0.1')) console.log(new Date(at), meta)
+   * ```
+   */
+  entries(id: Id, options?: CallOptions): Promise<LogEntry[]>
+}
+
+/** Per-call options of `consume` and `peek` on a rolling window (sliding log). */
+export interface LogOptions extends CallOptions {
+  /** How many actions this call is: a whole number from 1. Default `1`. */
+  weight?: number
+  /** Metadata kept with the actions (at most 1 KiB), read back by `entries`. */
+  meta?: string
+}
+
+/**
+ * The sliding log: the rolling window counting allowed actions only (`recordBlocked` is always
+ * `false`). Exact, at a memory cost: one entry per allowed action, up to `maxInInterval` per id
+ * (a fixed or sliding window keeps a few counters instead). Same Redis layout as
+ * rolling-rate-limiter, which still counts its entries; metadata rides in the members.
+ *
+ * ```js
+ * const { SlidingLog } = require('ratekeeper')
+ * const log = new SlidingLog({ interval: 60_000, maxInInterval: 3 })
+ * await log.consume('ip:10.0.0.1', { meta: 'user:alice' })
+ * await log.entries('ip:10.0.0.1') // [{ at: 1515120005000, meta: 'user:alice' }]
+ * ```
+ */
+export declare const SlidingLog: {
+  new (options: Omit<RateLimiterOptions, 'recordBlocked'>): RateLimiter
+  prototype: RateLimiter
 }
 
 /** rolling-rate-limiter's in-memory limiter (the default store of {@link RateLimiter}). */

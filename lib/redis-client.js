@@ -3,13 +3,24 @@
 /**
  * Reading the connection settings out of ioredis and node-redis client objects, so that the
  * native side can open its own connection to the same Redis. Duck-typed: neither package is
- * required.
+ * required. Where the settings live:
+ *
+ * - ioredis `Redis`: `client.options` (`host`, `port`, `path`, `username`, `password`, `db`,
+ *   `tls`, `sentinels`), a URL already parsed into them by the constructor.
+ * - ioredis `Cluster`: `client.startupNodes` (objects, URLs or ports) and
+ *   `client.options.redisOptions` (shared by every node; a startup node's own fields win).
+ * - node-redis client: `client.options` (`url`, `socket.{host,port,tls,path}`, `username`,
+ *   `password`, `database`, `credentialsProvider`), a URL already parsed into them.
+ * - node-redis cluster: `client._options` (`rootNodes`, each like a client's options with an
+ *   unparsed `url`, and `defaults` under them).
  */
 
 const { typeError } = require('./errors.js')
 
 /**
- * The kind of Redis client `client` is, detected as rolling-rate-limiter does for single nodes.
+ * The kind of Redis client `client` is. Single nodes are told apart exactly as
+ * rolling-rate-limiter 0.4 does (`zRemRangeByScore` + `ZREMRANGEBYSCORE` is node-redis,
+ * else `zremrangebyscore` is ioredis); the cluster forms are then recognised by their options.
  *
  * @param {unknown} client
  * @returns {'ioredis' | 'ioredis-cluster' | 'node-redis' | 'node-redis-cluster' | null}
@@ -17,90 +28,169 @@ const { typeError } = require('./errors.js')
 function detectClientType(client) {
   if (client === null || typeof client !== 'object') return null
   if ('zRemRangeByScore' in client && 'ZREMRANGEBYSCORE' in client) {
-    return Array.isArray(clusterOptions(client).rootNodes) ? 'node-redis-cluster' : 'node-redis'
+    const options = nodeRedisClusterOptions(client)
+    return options && Array.isArray(options.rootNodes) ? 'node-redis-cluster' : 'node-redis'
   }
   if ('zremrangebyscore' in client) {
-    return client.isCluster === true || Array.isArray(client.startupNodes) ? 'ioredis-cluster' : 'ioredis'
+    return client.isCluster === true && Array.isArray(client.startupNodes) ? 'ioredis-cluster' : 'ioredis'
   }
   return null
 }
 
-/** A node-redis cluster's options (v5 keeps them in `_options`). */
-function clusterOptions(client) {
-  return client._options || client.options || {}
-}
-
-/** `{ username, password, tls }` without the undefined ones. */
-function defined(settings) {
-  return Object.fromEntries(Object.entries(settings).filter(([, value]) => value !== undefined && value !== null && value !== ''))
-}
-
-/** Settings of one ioredis node (`client.options` or a cluster's startup node). */
-function fromIORedisOptions(options) {
-  if (options.path) {
-    throw typeError('ERR_INVALID_OPTION', '`client` connects through a unix socket: pass `{ url: "redis+unix:///path" }` instead')
-  }
-  return defined({
-    host: options.host,
-    port: options.port,
-    username: options.username,
-    password: options.password,
-    db: options.db || undefined,
-    tls: options.tls ? true : undefined,
-  })
-}
-
-/** Settings of one node-redis node (`client.options` or a cluster's root node). */
-function fromNodeRedisOptions(options) {
-  const socket = options.socket || {}
-  if (socket.path) {
-    throw typeError('ERR_INVALID_OPTION', '`client` connects through a unix socket: pass `{ url: "redis+unix:///path" }` instead')
-  }
-  return defined({
-    url: options.url,
-    host: options.url ? undefined : socket.host,
-    port: options.url ? undefined : socket.port,
-    username: options.username,
-    password: options.password,
-    db: options.database || undefined,
-    tls: socket.tls ? true : undefined,
-  })
-}
-
-/** A node URL for a cluster's node list. */
-function nodeUrl(node, tls) {
-  if (typeof node === 'string') return node.includes('://') ? node : `redis://${node}`
-  if (typeof node === 'number') return `redis://127.0.0.1:${node}`
-  const { url, host = '127.0.0.1', port = 6379 } = node
-  return url || `${tls ? 'rediss' : 'redis'}://${host}:${port}`
-}
-
 /**
- * Our connection options for the same server as `client`.
+ * Our connection options for the server (or cluster) `client` talks to.
  *
- * @param {object} client an ioredis or node-redis client, single node or cluster
- * @returns {object} options for `new RedisStore(options)`
+ * Single node: `{ host, port, username?, password?, db?, tls? }` (`db` only when not 0, `tls`
+ * only when `true`). Cluster: `{ cluster: ['redis://host:port', ...], username?, password?,
+ * tls? }`, the credentials and TLS being those the client uses for its first node.
+ *
+ * @param {unknown} client an ioredis or node-redis client, single node or cluster
+ * @returns {{ host: string, port: number, username?: string, password?: string, db?: number, tls?: true }
+ *   | { cluster: string[], username?: string, password?: string, tls?: true }}
+ * @throws {TypeError} `code: 'ERR_INVALID_OPTION'` when `client` is not a recognised client, or
+ *   is one whose settings cannot be used (unix socket, Sentinel, credentials provider, ...)
  */
 function connectionOptionsFromClient(client) {
   switch (detectClientType(client)) {
-    case 'ioredis':
-      return fromIORedisOptions(client.options || {})
-    case 'node-redis':
-      return fromNodeRedisOptions(client.options || {})
+    case 'ioredis': {
+      const { host, port, username, password, db, tls } = fromIORedis(client.options)
+      return clean({ host, port, username, password, db: db || undefined, tls: tls || undefined })
+    }
+    case 'node-redis': {
+      const { host, port, username, password, db, tls } = fromNodeRedis(client.options)
+      return clean({ host, port, username, password, db: db || undefined, tls: tls || undefined })
+    }
     case 'ioredis-cluster': {
-      const shared = fromIORedisOptions((client.options && client.options.redisOptions) || {})
-      const nodes = client.startupNodes || []
-      return defined({ cluster: nodes.map((n) => nodeUrl(n, shared.tls)), username: shared.username, password: shared.password, tls: shared.tls })
+      const shared = (client.options && client.options.redisOptions) || {}
+      const nodes = client.startupNodes.map((node) => {
+        // ioredis takes no TLS from a startup node's URL scheme, only from `redisOptions.tls`.
+        const own = typeof node === 'string' ? { ...parseUrl(node), tls: undefined } : typeof node === 'number' ? { port: node } : node || {}
+        // As ioredis merges them: a startup node's own fields over `redisOptions`.
+        return fromIORedis({ ...shared, ...clean(own), host: own.host || '127.0.0.1', port: own.port || 6379 })
+      })
+      return clusterOptions(nodes)
     }
     case 'node-redis-cluster': {
-      const options = clusterOptions(client)
-      const shared = fromNodeRedisOptions(options.defaults || {})
-      const nodes = options.rootNodes.map((n) => nodeUrl(fromNodeRedisOptions(n), shared.tls))
-      return defined({ cluster: nodes, username: shared.username, password: shared.password, tls: shared.tls })
+      const { rootNodes, defaults = {} } = nodeRedisClusterOptions(client)
+      // As node-redis merges them: a root node's own fields over `defaults`.
+      const nodes = rootNodes.map((node) =>
+        fromNodeRedis({ ...defaults, ...node, socket: { ...defaults.socket, ...(node && node.socket) } }),
+      )
+      return clusterOptions(nodes)
     }
     default:
-      throw typeError('ERR_INVALID_OPTION', '`client` is not a recognised Redis client (ioredis or node-redis)')
+      throw invalid(
+        `\`client\` must be an ioredis or node-redis client (single node or cluster), got ${describe(client)}`,
+      )
   }
+}
+
+function invalid(message) {
+  return typeError('ERR_INVALID_OPTION', message)
+}
+
+const INSTEAD = 'pass a Redis URL or an options object as `client` instead'
+
+/** What `value` is, for an error message (never its contents: it may hold a password). */
+function describe(value) {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'object') return 'an object that is neither'
+  return `a ${typeof value}`
+}
+
+/** A node-redis cluster's options (v5 keeps them in `_options`), or undefined. */
+function nodeRedisClusterOptions(client) {
+  const options = client._options || client.options
+  return options && typeof options === 'object' ? options : undefined
+}
+
+/** `settings` without its undefined, null and empty-string fields. */
+function clean(settings) {
+  return Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined && v !== null && v !== ''))
+}
+
+/** `{ host, port, username, password, db, tls }` of a `redis://` / `rediss://` URL (or `host:port`). */
+function parseUrl(url) {
+  let parsed
+  try {
+    parsed = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(url) ? url : `redis://${url}`)
+  } catch {
+    throw invalid(`\`client\` has a node address that is not a valid Redis URL; ${INSTEAD}`)
+  }
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
+    throw invalid(`\`client\` uses a ${parsed.protocol} URL, not redis:// or rediss://; ${INSTEAD}`)
+  }
+  const db = parsed.pathname.length > 1 ? Number(parsed.pathname.slice(1)) : undefined
+  return {
+    host: parsed.hostname.replace(/^\[(.*)\]$/, '$1') || undefined,
+    port: parsed.port ? Number(parsed.port) : undefined,
+    username: parsed.username ? decodeURIComponent(parsed.username) : undefined,
+    password: parsed.password ? decodeURIComponent(parsed.password) : undefined,
+    db: Number.isInteger(db) ? db : undefined,
+    tls: parsed.protocol === 'rediss:',
+  }
+}
+
+/** The settings of one ioredis node from its (already URL-parsed) options. */
+function fromIORedis(options) {
+  if (!options || typeof options !== 'object') {
+    throw invalid(`\`client\` does not expose its connection settings (\`options\`); ${INSTEAD}`)
+  }
+  if (options.sentinels) {
+    throw invalid(`\`client\` is an ioredis client in Sentinel mode, whose master cannot be read from it; ${INSTEAD}`)
+  }
+  if (options.path) {
+    throw invalid(
+      '`client` connects through a unix socket, which cannot be read from it: ' +
+        "pass `{ url: 'redis+unix:///path/to/socket' }` as `client` instead",
+    )
+  }
+  return {
+    host: options.host || 'localhost',
+    port: Number(options.port) || 6379,
+    username: options.username,
+    password: options.password,
+    db: Number(options.db) || 0,
+    tls: Boolean(options.tls),
+  }
+}
+
+/** The settings of one node-redis node from its options (a `url` wins, as in node-redis). */
+function fromNodeRedis(options) {
+  if (!options || typeof options !== 'object') {
+    throw invalid(
+      `\`client\` does not expose its connection settings (node-redis pools, Sentinel clients and legacy() wrappers do not); ${INSTEAD}`,
+    )
+  }
+  const socket = options.socket || {}
+  if (socket.path != null) {
+    throw invalid(
+      '`client` connects through a unix socket, which cannot be read from it: ' +
+        "pass `{ url: 'redis+unix:///path/to/socket' }` as `client` instead",
+    )
+  }
+  const settings = {
+    host: socket.host || 'localhost',
+    port: Number(socket.port) || 6379,
+    username: options.username,
+    password: options.password,
+    db: Number(options.database) || 0,
+    tls: socket.tls === true, // node-redis uses TLS only for `tls: true`
+    ...(options.url ? clean(parseUrl(options.url)) : {}),
+  }
+  if (options.credentialsProvider && !settings.username && !settings.password) {
+    throw invalid(`\`client\` gets its credentials from a \`credentialsProvider\`, which cannot be read; ${INSTEAD}`)
+  }
+  return settings
+}
+
+/** Our cluster options from the clients' node settings; the first node gives credentials and TLS. */
+function clusterOptions(nodes) {
+  if (nodes.length === 0) throw invalid(`\`client\` is a cluster client without any node; ${INSTEAD}`)
+  const [{ username, password, tls }] = nodes
+  const cluster = nodes.map(({ host, port }) => `redis://${host.includes(':') ? `[${host}]` : host}:${port}`)
+  return clean({ cluster, username, password, tls: tls || undefined })
 }
 
 module.exports = { detectClientType, connectionOptionsFromClient }

@@ -10,7 +10,7 @@ const { RollingWindow } = require('../binding.js')
 const { run } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject } = require('./errors.js')
-const { decodeNothing } = require('./verdict.js')
+const { decodeVerdict, decodeNothing } = require('./verdict.js')
 
 const CONTEXT = 'rate limiter options'
 
@@ -18,6 +18,8 @@ const CONTEXT = 'rate limiter options'
 const LIMIT = 0
 const PEEK = 1
 const CLEAR = 2
+const CONSUME = 3
+const CHECK = 4
 
 /** RollingWindow's answer (flags, wait in ms, actions remaining) as rolling-rate-limiter's RateLimitInfo. */
 function decodeInfo(values, i) {
@@ -80,6 +82,40 @@ RateLimiter.prototype.wouldLimit = function wouldLimit(id, options) {
 
 RateLimiter.prototype.clear = function clear(id) {
   return run(this.window, CLEAR, id, undefined, decodeNothing)
+}
+
+// The counting limiters' shape, on the rolling window as a sliding log: only allowed actions
+// are logged (`weight` of them, with `meta`), whatever `recordBlocked` says.
+
+RateLimiter.prototype.consume = function consume(id, options) {
+  return run(this.window, CONSUME, id, options, decodeVerdict)
+}
+
+RateLimiter.prototype.peek = function peek(id, options) {
+  return run(this.window, CHECK, id, options, decodeVerdict)
+}
+
+RateLimiter.prototype.reset = function reset(id) {
+  return run(this.window, CLEAR, id, undefined, decodeNothing)
+}
+
+RateLimiter.prototype.entries = function entries(id, options) {
+  return this.window.entries(id, options)
+}
+
+/**
+ * The sliding log: the rolling window counting allowed actions only (`recordBlocked: false`).
+ * One entry per allowed action, up to `maxInInterval` per id: exact, at a memory cost that grows
+ * with the limit (counters and buckets do not).
+ */
+class SlidingLog extends RateLimiter {
+  constructor(options) {
+    checkOptionsObject(options, 'SlidingLog options')
+    if (options.recordBlocked !== undefined) {
+      throw typeError('ERR_UNKNOWN_OPTION', 'SlidingLog takes no `recordBlocked`: it logs allowed actions only')
+    }
+    super({ ...options, recordBlocked: false })
+  }
 }
 
 class InMemoryRateLimiter extends RateLimiter {
@@ -158,6 +194,7 @@ function timeLeftOf(info) {
 
 module.exports = {
   RateLimiter,
+  SlidingLog,
   InMemoryRateLimiter,
   RedisRateLimiter,
   NodeRedisRateLimiter: RedisRateLimiter,

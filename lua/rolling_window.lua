@@ -6,24 +6,34 @@
 -- maxInInterval members (older ones can no longer change any answer), and reads the answer does
 -- not need are skipped. Concurrent calls of one limiter share one EVALSHA (one key per call).
 --
+-- The sliding log (modes "consume" and "check") is the same log counting allowed actions only,
+-- with weights, and metadata kept in the member after a "|": rolling-rate-limiter reads only the
+-- scores, so it still counts these entries.
+--
 -- KEYS[i]        the sorted set of the i-th call's id
 -- ARGV[1]        interval, in microseconds
 -- ARGV[2]        maxInInterval
 -- ARGV[3]        minDifference, in microseconds
--- ARGV[4]        "limit" to attempt actions (recorded), "peek" to only look (nothing is written)
--- ARGV[5]        "1" to record blocked attempts too, "0" to record allowed ones only
--- ARGV[4 + 2i]   the i-th call's now, in microseconds since the epoch; "" for the server's clock
--- ARGV[5 + 2i]   the i-th call's member (unique)
+-- ARGV[4]        the mode: "limit" attempts actions (recorded), "peek" only looks; the sliding
+--                log's "consume" logs allowed actions, "check" only looks; "entries" reads the log
+-- ARGV[5]        "1" to record blocked attempts too, "0" to record allowed ones only ("limit")
+-- then per call  its now, in microseconds since the epoch ("" for the server's clock), and its
+--                member (unique); for "consume" and "check" also its weight and metadata
 --
--- Reply: per call, { count, current, previous, anchor } (WindowFacts in src/rolling_window.rs),
--- or, when that call alone failed (e.g. WRONGTYPE), its error message as a string: the count of actions in the window with this one, the newest
--- timestamp, the one before it (read only when minDifference > 0) and the timestamp at index
--- max(0, count - maxInInterval) (read only when the window is full).
+-- Reply, per call (or, when that call alone failed, e.g. WRONGTYPE, its error message as a
+-- string):
+-- - "limit", "peek": { count, current, previous, anchor } (WindowFacts in src/rolling_window.rs):
+--   the count of actions in the window with this one, the newest timestamp, the one before it
+--   (read only when minDifference > 0) and the timestamp at index max(0, count - maxInInterval)
+--   (read only when the window is full);
+-- - "consume", "check": { now, in_window, newest, anchor } (LogFacts; 0 for an absent newest or
+--   anchor), before this call;
+-- - "entries": { score, member, score, member, ... } of the actions in the window.
 
 local interval = tonumber(ARGV[1])
 local max_in_interval = tonumber(ARGV[2])
 local min_difference = tonumber(ARGV[3])
-local peek = ARGV[4] == 'peek'
+local mode = ARGV[4]
 local record_blocked = ARGV[5] == '1'
 
 local server_now
@@ -91,14 +101,64 @@ local function limit_at(key, now, member)
   return { count, current, previous, anchor }
 end
 
+-- The sliding log: only allowed actions are logged, `weight` of them, with `meta`.
+local function log_at(key, now, member, weight, meta, write)
+  local window_start = now - interval
+  local in_window
+  if write then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', window_start)
+    in_window = redis.call('ZCARD', key)
+  else
+    in_window = redis.call('ZCOUNT', key, string.format('(%.17g', window_start), '+inf')
+  end
+  local newest, anchor = 0, 0
+  if in_window > 0 then
+    newest = score_at(key, -1)
+  end
+  local k = in_window + weight - max_in_interval
+  if k >= 1 and k <= in_window then
+    anchor = score_at(key, k - 1 - in_window)
+  end
+  local allowed = in_window + weight <= max_in_interval
+    and not (in_window > 0 and min_difference > 0 and now - newest < min_difference)
+  if write and allowed then
+    local suffix = ''
+    if meta ~= '' then
+      suffix = '|' .. meta
+    end
+    -- In chunks: unpack() has a limit on how many values it returns.
+    for first = 1, weight, 500 do
+      local members = {}
+      for i = first, math.min(weight, first + 499) do
+        members[#members + 1] = now
+        members[#members + 1] = member .. ':' .. i .. suffix
+      end
+      redis.call('ZADD', key, unpack(members))
+    end
+    redis.call('EXPIRE', key, math.ceil(interval / 1000000) + 1)
+  end
+  return { now, in_window, newest, anchor }
+end
+
+local function entries_at(key, now)
+  return redis.call('ZRANGEBYSCORE', key, string.format('(%.17g', now - interval), '+inf', 'WITHSCORES')
+end
+
+local logging = mode == 'consume' or mode == 'check'
+local stride = logging and 4 or 2
 local answers = {}
 for i, key in ipairs(KEYS) do
-  local now = ARGV[4 + 2 * i]
+  local arg = 6 + stride * (i - 1)
+  local now = now_of(ARGV[arg])
   local ok, answer
-  if peek then
-    ok, answer = pcall(peek_at, key, now_of(now))
+  if mode == 'peek' then
+    ok, answer = pcall(peek_at, key, now)
+  elseif mode == 'limit' then
+    ok, answer = pcall(limit_at, key, now, ARGV[arg + 1])
+  elseif logging then
+    ok, answer = pcall(log_at, key, now, ARGV[arg + 1], tonumber(ARGV[arg + 2]), ARGV[arg + 3], mode == 'consume')
   else
-    ok, answer = pcall(limit_at, key, now_of(now), ARGV[5 + 2 * i])
+    ok, answer = pcall(entries_at, key, now)
   end
   if not ok then
     -- A string, not an error reply: clients fail a whole reply that holds an error.

@@ -13,9 +13,11 @@
 //! that length: memory per id is bounded even under a flood of blocked attempts.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::time::{duration_option, micros_to_millis_ceil, Micros};
+use crate::verdict::{Verdict, NEVER};
 
 /// The largest `maxInInterval`: every counted action is stored, so this bounds memory per id.
 pub const MAX_IN_INTERVAL_LIMIT: u32 = 1_000_000;
@@ -139,10 +141,65 @@ impl RollingWindow {
     }
 }
 
-/// One id's log of action timestamps, oldest first, at most `max_in_interval` long.
+/// One logged action: when, and the metadata given with it (the sliding log's `{ meta }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub at: Micros,
+    pub meta: Option<Arc<str>>,
+}
+
+/// What the sliding log's verdict depends on, read off the log before the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogFacts {
+    /// Actions in the window.
+    pub in_window: usize,
+    /// The newest of them, if any.
+    pub newest: Option<Micros>,
+    /// The `k`-th oldest of them, `k = in_window + weight - max_in_interval`, when that is at
+    /// least 1: the window admits the weight once it has left.
+    pub anchor: Option<Micros>,
+}
+
+impl RollingWindow {
+    /// The sliding log's verdict on `weight` actions at `now`: allowed when the window has room
+    /// for all of them and the newest is at least `min_difference` old. Only allowed actions are
+    /// logged, whatever `record_blocked` says.
+    pub fn judge(&self, facts: &LogFacts, weight: u64, now: Micros) -> Verdict {
+        let max = self.max_in_interval as u64;
+        let in_window = facts.in_window as u64;
+        let by_count = in_window + weight > max;
+        let gap_wait = match facts.newest {
+            Some(newest) if self.min_difference > 0 => (newest + self.min_difference - now).max(0),
+            _ => 0,
+        };
+        let allowed = !by_count && gap_wait == 0;
+        let time_left = if weight > max {
+            NEVER
+        } else if allowed {
+            0
+        } else {
+            let count_wait = match (by_count, facts.anchor) {
+                (true, Some(anchor)) => (anchor + self.interval - now).max(0),
+                _ => 0,
+            };
+            count_wait.max(gap_wait)
+        };
+        let logged = in_window + if allowed { weight } else { 0 };
+        let newest = if allowed { Some(now) } else { facts.newest };
+        Verdict {
+            allowed,
+            time_left,
+            remaining: max.saturating_sub(logged),
+            limit: max,
+            reset_after: newest.map_or(0, |newest| (newest + self.interval - now).max(0)),
+        }
+    }
+}
+
+/// One id's log of actions, oldest first, at most `max_in_interval` long.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Timeline {
-    stamps: VecDeque<Micros>,
+    entries: VecDeque<Entry>,
 }
 
 impl Timeline {
@@ -151,14 +208,19 @@ impl Timeline {
     pub fn attempt(&mut self, window: &RollingWindow, now: Micros) -> WindowInfo {
         self.forget_before(window.window_start(now));
         // Equal timestamps may go in any order among themselves: only their values are read.
-        let position = self.stamps.partition_point(|&t| t <= now);
-        self.stamps.insert(position, now);
+        let position = self.entries.partition_point(|e| e.at <= now);
+        self.entries.insert(
+            position,
+            Entry {
+                at: now,
+                meta: None,
+            },
+        );
         let info = window.info(&self.facts(window));
         if info.blocked && !window.record_blocked() {
-            self.stamps.remove(position);
+            self.entries.remove(position);
         } else {
-            let excess = self.stamps.len().saturating_sub(window.max_in_interval());
-            self.stamps.drain(..excess);
+            self.cap(window);
         }
         info
     }
@@ -166,18 +228,17 @@ impl Timeline {
     /// Answers as rolling-rate-limiter's `wouldLimitWithInfo`: the current action is appended
     /// after the log, which is left as it is.
     pub fn peek(&self, window: &RollingWindow, now: Micros) -> WindowInfo {
-        let start = window.window_start(now);
-        let first = self.stamps.partition_point(|&t| t <= start);
-        let in_window = self.stamps.len() - first;
+        let first = self.first_in_window(window, now);
+        let in_window = self.entries.len() - first;
         let count = in_window + 1;
         let anchor_index = window.anchor_index(count);
         let anchor = if anchor_index < in_window {
-            self.stamps[first + anchor_index]
+            self.entries[first + anchor_index].at
         } else {
             now
         };
         let previous = if in_window > 0 {
-            self.stamps.back().copied()
+            self.entries.back().map(|e| e.at)
         } else {
             None
         };
@@ -189,34 +250,82 @@ impl Timeline {
         })
     }
 
-    /// True when no timestamp is left in the window at `now`: the entry can be dropped.
+    /// The sliding log's facts at `now` for a call of `weight`.
+    pub fn log_facts(&self, window: &RollingWindow, now: Micros, weight: u64) -> LogFacts {
+        let first = self.first_in_window(window, now);
+        let in_window = self.entries.len() - first;
+        let k = (in_window as u64 + weight).checked_sub(window.max_in_interval() as u64);
+        let anchor = k
+            .filter(|&k| k >= 1 && k <= in_window as u64)
+            .map(|k| self.entries[first + k as usize - 1].at);
+        LogFacts {
+            in_window,
+            newest: (in_window > 0).then(|| self.entries[self.entries.len() - 1].at),
+            anchor,
+        }
+    }
+
+    /// Logs `weight` actions at `now` with `meta` (the sliding log, after an allowed verdict).
+    pub fn log(
+        &mut self,
+        window: &RollingWindow,
+        now: Micros,
+        weight: u64,
+        meta: Option<Arc<str>>,
+    ) {
+        self.forget_before(window.window_start(now));
+        let position = self.entries.partition_point(|e| e.at <= now);
+        let entry = Entry { at: now, meta };
+        for _ in 0..weight.min(window.max_in_interval() as u64) {
+            self.entries.insert(position, entry.clone());
+        }
+        self.cap(window);
+    }
+
+    /// The logged actions still in the window at `now`, oldest first.
+    pub fn entries(&self, window: &RollingWindow, now: Micros) -> impl Iterator<Item = &Entry> {
+        self.entries.range(self.first_in_window(window, now)..)
+    }
+
+    /// True when no action is left in the window at `now`: the entry can be dropped.
     pub fn is_idle(&self, window: &RollingWindow, now: Micros) -> bool {
-        self.stamps
+        self.entries
             .back()
-            .is_none_or(|&newest| newest <= window.window_start(now))
+            .is_none_or(|newest| newest.at <= window.window_start(now))
     }
 
     pub fn len(&self) -> usize {
-        self.stamps.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.stamps.is_empty()
+        self.entries.is_empty()
+    }
+
+    fn first_in_window(&self, window: &RollingWindow, now: Micros) -> usize {
+        let start = window.window_start(now);
+        self.entries.partition_point(|e| e.at <= start)
     }
 
     fn forget_before(&mut self, start: Micros) {
-        let expired = self.stamps.partition_point(|&t| t <= start);
-        self.stamps.drain(..expired);
+        let expired = self.entries.partition_point(|e| e.at <= start);
+        self.entries.drain(..expired);
+    }
+
+    /// Keeps the newest `max_in_interval` entries: older ones cannot change any answer.
+    fn cap(&mut self, window: &RollingWindow) {
+        let excess = self.entries.len().saturating_sub(window.max_in_interval());
+        self.entries.drain(..excess);
     }
 
     /// The facts of a non-empty sorted log whose newest entry is the current action.
     fn facts(&self, window: &RollingWindow) -> WindowFacts {
-        let count = self.stamps.len();
+        let count = self.entries.len();
         WindowFacts {
             count,
-            current: self.stamps[count - 1],
-            previous: count.checked_sub(2).map(|i| self.stamps[i]),
-            anchor: self.stamps[window.anchor_index(count)],
+            current: self.entries[count - 1].at,
+            previous: count.checked_sub(2).map(|i| self.entries[i].at),
+            anchor: self.entries[window.anchor_index(count)].at,
         }
     }
 }
@@ -346,6 +455,83 @@ mod tests {
         t.attempt(&w, 0);
         assert!(!t.is_idle(&w, 9 * MS));
         assert!(t.is_idle(&w, 10 * MS));
+    }
+
+    /// The sliding log: judge, then log when allowed.
+    fn consume(w: &RollingWindow, t: &mut Timeline, weight: u64, now: Micros) -> Verdict {
+        let verdict = w.judge(&t.log_facts(w, now, weight), weight, now);
+        if verdict.allowed {
+            t.log(w, now, weight, None);
+        }
+        verdict
+    }
+
+    #[test]
+    fn the_sliding_log_counts_allowed_actions_only() {
+        // 3 per minute (the seed's sliding log table), in milliseconds.
+        let w = window(60_000.0, 3.0, 0.0);
+        let mut t = Timeline::default();
+        let second = 1000 * MS;
+        for at in [5, 15, 61] {
+            assert!(consume(&w, &mut t, 1, at * second).allowed);
+        }
+        // 12:01:10 is allowed: the request of 12:00:05 left the window.
+        let v = consume(&w, &mut t, 1, 70 * second);
+        assert_eq!(
+            (v.allowed, v.remaining, v.reset_after),
+            (true, 0, 60 * second)
+        );
+        assert!(consume(&w, &mut t, 1, 100 * second).allowed);
+        // 12:01:50: 4 in the last minute; refused until 12:01:01 leaves the window at 12:02:01.
+        let v = consume(&w, &mut t, 1, 110 * second);
+        assert_eq!(
+            v,
+            Verdict {
+                allowed: false,
+                time_left: 11 * second,
+                remaining: 0,
+                limit: 3,
+                reset_after: 50 * second
+            }
+        );
+        // 12:02:20: allowed, below the threshold; the refusal was not logged.
+        let v = consume(&w, &mut t, 1, 140 * second);
+        assert_eq!((v.allowed, v.remaining), (true, 1));
+    }
+
+    #[test]
+    fn the_sliding_log_charges_weights_and_keeps_min_difference() {
+        let w = window(10.0, 5.0, 2.0);
+        let mut t = Timeline::default();
+        assert_eq!(consume(&w, &mut t, 3, 0).remaining, 2);
+        let v = consume(&w, &mut t, 1, MS);
+        assert_eq!((v.allowed, v.time_left), (false, MS));
+        // Three more need the three at 0 gone: at 10 ms.
+        let v = consume(&w, &mut t, 3, 2 * MS);
+        assert_eq!((v.allowed, v.time_left, v.remaining), (false, 8 * MS, 2));
+        assert!(consume(&w, &mut t, 2, 2 * MS).allowed);
+        assert_eq!(consume(&w, &mut t, 6, 9 * MS).time_left, NEVER);
+    }
+
+    #[test]
+    fn entries_keep_their_metadata() {
+        let w = window(10.0, 3.0, 0.0);
+        let mut t = Timeline::default();
+        t.log(&w, 0, 1, Some("user-1".into()));
+        t.log(&w, MS, 2, Some("user-2".into()));
+        let metas: Vec<_> = t
+            .entries(&w, 5 * MS)
+            .map(|e| (e.at, e.meta.as_deref().map(str::to_owned)))
+            .collect();
+        assert_eq!(
+            metas,
+            [
+                (0, Some("user-1".into())),
+                (MS, Some("user-2".into())),
+                (MS, Some("user-2".into()))
+            ]
+        );
+        assert_eq!(t.entries(&w, 10 * MS + 500).count(), 2);
     }
 
     #[test]

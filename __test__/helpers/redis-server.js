@@ -1,16 +1,24 @@
 'use strict'
 
-// Real redis-server processes for the tests, on free loopback ports (never 6379), stopped after
-// the tests and killed on exit if a test fails halfway.
+// Real redis-server processes for the tests, on free loopback ports (never 6379: a shared Redis
+// runs there), stopped after the tests and SIGKILLed on exit if a test fails halfway.
 
-const { spawn, execFile, spawnSync } = require('node:child_process')
+const { spawn, execFile } = require('node:child_process')
 const fs = require('node:fs')
 const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
 
 const HOST = '127.0.0.1'
+const RESERVED_PORT = 6379
+const START_TIMEOUT_MS = 10_000
+const STOP_GRACE_MS = 3_000
+const CLUSTER_TIMEOUT_MS = 30_000
+
+/** Every redis-server this process started and has not seen exit. */
 const running = new Set()
+/** Every tmp dir this process created and has not removed. */
+const tmpDirs = new Set()
 
 process.on('exit', () => {
   for (const child of running) {
@@ -18,166 +26,347 @@ process.on('exit', () => {
       child.kill('SIGKILL')
     } catch {}
   }
+  for (const dir of tmpDirs) {
+    try {
+      fs.rmSync(dir, { recursive: true, force: true })
+    } catch {}
+  }
 })
 
-/** A free TCP port on the loopback interface. */
-function freePort() {
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+function makeTmpDir() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ratekeeper-redis-'))
+  tmpDirs.add(dir)
+  return dir
+}
+
+function removeTmpDir(dir) {
+  fs.rmSync(dir, { recursive: true, force: true })
+  tmpDirs.delete(dir)
+}
+
+/** Listens on an ephemeral loopback port; resolves the open probe server. */
+function probePort() {
   return new Promise((resolve, reject) => {
     const probe = net.createServer()
     probe.unref()
     probe.on('error', reject)
-    probe.listen(0, HOST, () => {
-      const { port } = probe.address()
-      probe.close(() => resolve(port))
-    })
+    probe.listen(0, HOST, () => resolve(probe))
   })
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const closeProbe = (probe) => new Promise((resolve) => probe.close(() => resolve()))
 
-/** Resolves true once something on `port` answers PING with PONG. */
-function ping(port) {
+/**
+ * `count` distinct free loopback ports (all probes held open together, so no duplicates),
+ * never 6379.
+ */
+async function freePorts(count) {
+  const probes = []
+  try {
+    while (probes.length < count) {
+      const probe = await probePort()
+      if (probe.address().port === RESERVED_PORT) {
+        // Keep it open so the kernel hands out another one; closed below.
+        probes.push(probe)
+        count++
+        continue
+      }
+      probes.push(probe)
+    }
+    return probes.map((p) => p.address().port).filter((port) => port !== RESERVED_PORT)
+  } finally {
+    await Promise.all(probes.map(closeProbe))
+  }
+}
+
+/** A free TCP port on 127.0.0.1 (listen on port 0, read it, close). Never 6379. */
+async function freePort() {
+  const [port] = await freePorts(1)
+  return port
+}
+
+/**
+ * Sends one RESP command on a raw socket; resolves the reply as text (simple string, error,
+ * integer or bulk string payload), or undefined on any connection problem or timeout.
+ */
+function rawCommand(port, args, timeoutMs = 1000) {
   return new Promise((resolve) => {
     const socket = net.connect(port, HOST)
-    let reply = ''
-    const done = (ok) => {
+    let buffer = Buffer.alloc(0)
+    let settled = false
+    const done = (value) => {
+      if (settled) return
+      settled = true
       socket.destroy()
-      resolve(ok)
+      resolve(value)
     }
-    socket.setTimeout(1000, () => done(false))
-    socket.on('error', () => done(false))
-    socket.on('connect', () => socket.write('*1\r\n$4\r\nPING\r\n'))
+    socket.setTimeout(timeoutMs, () => done(undefined))
+    socket.on('error', () => done(undefined))
+    socket.on('close', () => done(undefined))
+    socket.on('connect', () => {
+      const parts = [`*${args.length}\r\n`]
+      for (const arg of args) parts.push(`$${Buffer.byteLength(arg)}\r\n${arg}\r\n`)
+      socket.write(parts.join(''))
+    })
     socket.on('data', (chunk) => {
-      reply += chunk
-      if (reply.includes('\r\n')) done(reply.startsWith('+PONG'))
+      buffer = Buffer.concat([buffer, chunk])
+      const eol = buffer.indexOf('\r\n')
+      if (eol < 0) return
+      const head = buffer.subarray(0, eol).toString()
+      if (head[0] !== '$') return done(head)
+      const length = Number(head.slice(1))
+      if (length < 0) return done(null)
+      if (buffer.length >= eol + 2 + length + 2) done(buffer.subarray(eol + 2, eol + 2 + length).toString())
     })
   })
 }
 
-/** Runs redis-cli against `port`; resolves its trimmed output (`--raw`: one value per line). */
+/** True once something on `port` answers PING with +PONG. */
+async function ping(port) {
+  const reply = await rawCommand(port, ['PING'])
+  return reply === '+PONG'
+}
+
+/** The pid of the redis-server answering on `port`, if any. */
+async function serverPid(port) {
+  const info = await rawCommand(port, ['INFO', 'server'])
+  const match = typeof info === 'string' && /^process_id:(\d+)/m.exec(info)
+  return match ? Number(match[1]) : undefined
+}
+
+/**
+ * Runs `redis-cli -h 127.0.0.1 -p PORT --raw --no-auth-warning ...args`; resolves its trimmed
+ * stdout (`--raw`: integers as `42`, arrays one element a line). Rejects on an error reply.
+ */
 function cli(port, ...args) {
   return new Promise((resolve, reject) => {
-    execFile('redis-cli', ['-h', HOST, '-p', String(port), '--raw', '--no-auth-warning', ...args.map(String)], (error, stdout) => {
-      if (error) reject(error)
-      else resolve(stdout.trim())
-    })
+    execFile(
+      'redis-cli',
+      ['-h', HOST, '-p', String(port), '--raw', '--no-auth-warning', ...args.map(String)],
+      { timeout: 30_000 },
+      (error, stdout, stderr) => {
+        if (error) {
+          error.message = `redis-cli -p ${port} ${args.join(' ')} failed: ${(stdout + stderr).trim() || error.message}`
+          reject(error)
+        } else {
+          resolve(stdout.trim())
+        }
+      },
+    )
   })
 }
 
-/** Starts one redis-server process on `port` in `dir`; resolves once it answers PING. */
+/** Thrown when the redis-server exits before answering (typically: its port was taken). */
+class ExitedEarly extends Error {}
+
+/** Starts one redis-server on `port` in `dir`; resolves the child once it answers PING. */
 async function launch(port, dir, extraArgs) {
-  const args = ['--bind', HOST, '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir, '--daemonize', 'no', ...extraArgs]
+  if (port === RESERVED_PORT) throw new Error('refusing to start a test redis-server on port 6379')
+  const args = [
+    '--bind', HOST,
+    '--port', String(port),
+    '--save', '',
+    '--appendonly', 'no',
+    '--dir', dir,
+    '--daemonize', 'no',
+    ...extraArgs.map(String),
+  ]
   const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] })
   let log = ''
   child.stdout.on('data', (chunk) => (log += chunk))
   child.stderr.on('data', (chunk) => (log += chunk))
   running.add(child)
-  const exited = new Promise((resolve) => child.once('exit', resolve))
-  child.exited = exited.then(() => running.delete(child))
-  for (let attempt = 0; attempt < 100; attempt++) {
-    if (child.exitCode !== null) break
-    if (await ping(port)) return child
-    await sleep(100)
+  child.exited = new Promise((resolve) => {
+    child.once('exit', () => {
+      running.delete(child)
+      resolve()
+    })
+    child.once('error', (error) => {
+      log += `\n${error.message}`
+      running.delete(child)
+      resolve()
+    })
+  })
+  const isExited = () => child.exitCode !== null || child.signalCode !== null || !running.has(child)
+
+  const deadline = Date.now() + START_TIMEOUT_MS
+  while (Date.now() < deadline) {
+    if (isExited()) break
+    // Make sure it is our process that answers, not another one that got the port first.
+    if ((await ping(port)) && (await serverPid(port)) === child.pid) return child
+    await sleep(50)
   }
-  child.kill('SIGKILL')
+  const early = isExited()
+  if (!early) child.kill('SIGKILL')
   await child.exited
-  throw new Error(`redis-server on port ${port} did not start:\n${log}`)
+  const Kind = early ? ExitedEarly : Error
+  throw new Kind(
+    `redis-server on port ${port} ${early ? 'exited before answering' : `did not answer PING within ${START_TIMEOUT_MS} ms`}:\n${log}`,
+  )
 }
 
+/** SIGTERM, then SIGKILL after 3 s; resolves once the process has exited. Idempotent. */
 async function terminate(child) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return
-  child.kill('SIGTERM')
-  const timer = setTimeout(() => child.kill('SIGKILL'), 3000)
+  if (!child) return
+  if (child.exitCode === null && child.signalCode === null && running.has(child)) {
+    child.kill('SIGTERM')
+  }
+  const timer = setTimeout(() => {
+    try {
+      child.kill('SIGKILL')
+    } catch {}
+  }, STOP_GRACE_MS)
   await child.exited
   clearTimeout(timer)
 }
 
 /**
- * Starts a redis-server on a free port.
- * @returns {Promise<{ host: string, port: number, url: string, pid: number, stop(): Promise<void>, restart(): Promise<void>, cli(...args): Promise<string> }>}
+ * Starts a redis-server on a free loopback port (`options.args`: extra redis-server arguments).
+ * @param {{ args?: string[] }} [options]
+ * @returns {Promise<{ host: string, port: number, url: string, readonly pid: number,
+ *   stop(): Promise<void>, restart(): Promise<void>, cli(...args: string[]): Promise<string> }>}
  */
 async function startRedis(options = {}) {
-  const port = await freePort()
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ratekeeper-redis-'))
   const extraArgs = options.args || []
-  let child = await launch(port, dir, extraArgs)
+  let port
+  let dir
+  let child
+  // A freshly probed port can be grabbed by someone else before redis-server binds it: retry.
+  for (let attempt = 1; ; attempt++) {
+    port = await freePort()
+    dir = makeTmpDir()
+    try {
+      child = await launch(port, dir, extraArgs.map((arg) => String(arg).replaceAll('{port}', String(port))))
+      break
+    } catch (error) {
+      removeTmpDir(dir)
+      if (!(error instanceof ExitedEarly) || attempt >= 3) throw error
+    }
+  }
+
+  let stopped = false
   const server = {
     host: HOST,
     port,
     url: `redis://${HOST}:${port}`,
+    /** The current redis-server process id (changes on restart). */
     get pid() {
       return child.pid
     },
     cli: (...args) => cli(port, ...args),
+    /** Stops the server (SIGTERM, SIGKILL after 3 s) and removes its dir. Idempotent. */
     async stop() {
+      stopped = true
       await terminate(child)
+      removeTmpDir(dir)
     },
-    /** Stops the server and starts a new one on the same port (it keeps no data). */
+    /** Stops the server and starts a new one on the same port; it keeps no data. */
     async restart() {
       await terminate(child)
-      fs.mkdirSync(dir, { recursive: true })
+      removeTmpDir(dir)
+      dir = makeTmpDir()
+      stopped = false
       let lastError
-      for (let attempt = 0; attempt < 20; attempt++) {
+      for (let attempt = 0; attempt < 10; attempt++) {
         try {
-          child = await launch(port, dir, extraArgs)
+          child = await launch(port, dir, extraArgs.map((arg) => String(arg).replaceAll('{port}', String(port))))
           return
         } catch (error) {
           lastError = error
+          // Only a busy port is worth retrying; anything else will not get better.
+          if (!(error instanceof ExitedEarly)) break
           await sleep(200)
         }
       }
+      removeTmpDir(dir)
       throw lastError
     },
   }
-  const stop = server.stop
-  server.stop = async () => {
-    await stop()
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
+  Object.defineProperty(server, 'stopped', { get: () => stopped })
   return server
 }
 
+/** True once every node agrees the cluster is up with all slots and all nodes. */
+async function clusterReady(ports) {
+  const infos = await Promise.all(ports.map((port) => rawCommand(port, ['CLUSTER', 'INFO'])))
+  const ok = infos.every(
+    (info) =>
+      typeof info === 'string' &&
+      info.includes('cluster_state:ok') &&
+      info.includes('cluster_slots_assigned:16384') &&
+      info.includes(`cluster_known_nodes:${ports.length}`),
+  )
+  return { ok, infos }
+}
+
 /**
- * Starts a 6-node Redis Cluster (3 masters, 3 replicas) on free ports.
- * @returns {Promise<{ nodes: Array<{ host: string, port: number, url: string }>, urls: string[], stop(): Promise<void>, cli(port, ...args): Promise<string> }>}
+ * Starts a 6-node Redis Cluster (3 masters, 3 replicas) on free loopback ports.
+ * @param {{ args?: string[] }} [options] extra redis-server arguments for every node
+ * @returns {Promise<{ nodes: Array<{ host: string, port: number, url: string }>, urls: string[],
+ *   stop(): Promise<void>, cli(port: number, ...args: string[]): Promise<string> }>}
  */
-async function startCluster() {
+async function startCluster(options = {}) {
   const nodes = []
+  const stopAll = () => Promise.all(nodes.map((n) => n.stop()))
   try {
-    for (let i = 0; i < 6; i++) {
-      nodes.push(
-        await startRedis({
-          args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'],
+    // Each node's cluster bus gets its own free port too (--cluster-port): the default
+    // port + 10000 does not exist for ephemeral ports above 55535.
+    const busPorts = await freePorts(6)
+    const started = await Promise.allSettled(
+      busPorts.map((busPort) =>
+        startRedis({
+          args: [
+            '--cluster-enabled', 'yes',
+            '--cluster-config-file', 'nodes-{port}.conf',
+            '--cluster-node-timeout', '2000',
+            '--cluster-port', String(busPort),
+            ...(options.args || []),
+          ],
         }),
-      )
-    }
-    const created = spawnSync(
-      'redis-cli',
-      ['--cluster', 'create', ...nodes.map((n) => `${HOST}:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'],
-      { encoding: 'utf8', timeout: 60_000 },
+      ),
     )
-    if (created.status !== 0) throw new Error(`redis-cli --cluster create failed:\n${created.stdout}\n${created.stderr}`)
-    for (let attempt = 0; ; attempt++) {
-      const infos = await Promise.all(nodes.map((n) => n.cli('CLUSTER', 'INFO')))
-      if (infos.every((info) => info.includes('cluster_state:ok') && info.includes('cluster_slots_assigned:16384'))) break
-      if (attempt > 300) throw new Error(`the cluster did not become ready:\n${infos.join('\n')}`)
+    for (const result of started) if (result.status === 'fulfilled') nodes.push(result.value)
+    const failed = started.find((result) => result.status === 'rejected')
+    if (failed) throw failed.reason
+
+    const ports = nodes.map((n) => n.port)
+    await new Promise((resolve, reject) => {
+      execFile(
+        'redis-cli',
+        ['--cluster', 'create', ...ports.map((port) => `${HOST}:${port}`), '--cluster-replicas', '1', '--cluster-yes'],
+        { timeout: CLUSTER_TIMEOUT_MS },
+        (error, stdout, stderr) => {
+          if (error) reject(new Error(`redis-cli --cluster create failed:\n${stdout}\n${stderr}`))
+          else resolve()
+        },
+      )
+    })
+
+    const deadline = Date.now() + CLUSTER_TIMEOUT_MS
+    for (;;) {
+      const { ok, infos } = await clusterReady(ports)
+      if (ok) break
+      if (Date.now() > deadline) {
+        throw new Error(`the cluster did not become ready within ${CLUSTER_TIMEOUT_MS} ms:\n${infos.join('\n---\n')}`)
+      }
       await sleep(100)
     }
   } catch (error) {
-    await Promise.all(nodes.map((n) => n.stop()))
+    await stopAll()
     throw error
   }
   return {
     nodes: nodes.map(({ host, port, url }) => ({ host, port, url })),
     urls: nodes.map((n) => n.url),
     cli: (port, ...args) => cli(port, ...args),
+    /** Stops every node and removes their dirs. Idempotent. */
     async stop() {
-      await Promise.all(nodes.map((n) => n.stop()))
+      await stopAll()
     },
   }
 }
-
-module.exports = { freePort, startRedis, startCluster }
 
 /**
  * For a test file: starts a redis-server before its tests and stops it after.
@@ -203,5 +392,4 @@ async function withRedisServer(test) {
   }
 }
 
-module.exports.useRedisServer = useRedisServer
-module.exports.withRedisServer = withRedisServer
+module.exports = { freePort, startRedis, startCluster, useRedisServer, withRedisServer }

@@ -14,6 +14,8 @@ import RateLimiterDefault, {
   Verdict,
   createRateLimit,
   createClient,
+  SlidingLog,
+  LogEntry,
 } from '../..'
 
 async function main(): Promise<void> {
@@ -63,6 +65,13 @@ async function main(): Promise<void> {
   const viaClient = createClient('redis://127.0.0.1:6380', { namespace: 'app' }).createRateLimit('views')
   const both: number = await viaClient.addCount('ip', 60)
   console.log(requests, both)
+
+  const log = new SlidingLog({ interval: 60_000, maxInInterval: 3, client: store })
+  const logged: Verdict = await log.consume('ip', { meta: 'user', weight: 2 })
+  const who: LogEntry[] = await log.entries('ip')
+  console.log(logged, who.map((e) => [e.at, e.meta]))
+  // @ts-expect-error a sliding log never records refusals
+  new SlidingLog({ interval: 1000, maxInInterval: 1, recordBlocked: true })
   // @ts-expect-error limits are { duration, limit }
   new FixedWindow({ limits: [{ duration: 1000 }] })
 

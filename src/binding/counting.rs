@@ -9,7 +9,7 @@ use redis::{FromRedisValue, Script};
 
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values, VALUES};
-use super::input::{call_options, ids, CallOptions};
+use super::input::{call_options, ids, CallOptions, Takes};
 use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
 use crate::error::{ErrorCode, Failure, Outcome};
@@ -69,7 +69,7 @@ impl Mode {
 /// A verdict as numbers: allowed (1 or 0), the wait in milliseconds (rounded up; Infinity when
 /// the weight exceeds a limit), the remaining weight, its limit, and the reset in milliseconds.
 /// `lib/verdict.js` decodes them.
-fn values(verdict: &Verdict) -> Values {
+pub fn verdict_values(verdict: &Verdict) -> Values {
     [
         f64::from(u8::from(verdict.allowed)),
         verdict.time_left_millis(),
@@ -136,7 +136,7 @@ impl<A: Counting> CountingEngine<A> {
         let ticket = Ticket::from_number(ticket)?;
         let mode = Mode::from_code(mode)?;
         let ids = self::ids(ids)?;
-        let call = call_options(options, true)?;
+        let call = call_options(options, Takes::Weight)?;
         match &self.backend {
             Backend::Memory(store) => {
                 let answer = self.answer_in_memory(&mut store.borrow_mut(), &ids, call, mode)?;
@@ -178,7 +178,7 @@ impl<A: Counting> CountingEngine<A> {
                 algorithm.add(state, call.weight, now);
             }
         }
-        Ok(values(&verdict))
+        Ok(verdict_values(&verdict))
     }
 
     /// Sends one call to Redis; its answer reaches JavaScript as `ticket` says.
@@ -258,7 +258,7 @@ fn judge_reply<A: Counting>(
         .split_first()
         .ok_or_else(|| Failure::error(ErrorCode::StoreError, "the script answered nothing"))?;
     let counts: Vec<u64> = counts.iter().map(|&c| c.max(0) as u64).collect();
-    Ok(values(&algorithm.judge(
+    Ok(verdict_values(&algorithm.judge(
         ids,
         &counts,
         weight,

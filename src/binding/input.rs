@@ -104,27 +104,48 @@ pub fn ids(value: Unknown) -> Outcome<Vec<Option<String>>> {
 }
 
 /// The options a call takes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct CallOptions {
     /// The instant of the call, overriding the limiter's clock.
     pub now: Option<Micros>,
-    /// What the call costs (1 unless the limiter takes `weight`).
+    /// What the call costs (1 unless the call takes `weight`).
     pub weight: u64,
+    /// Metadata logged with the action (the sliding log's `{ meta }`).
+    pub meta: Option<String>,
 }
 
-/// Reads `{ now }` (milliseconds since the epoch, fractions allowed) and, when `weighted`,
-/// `{ weight }` (a whole number from 1, default 1).
-pub fn call_options(value: Option<Unknown>, weighted: bool) -> Outcome<CallOptions> {
+/// Which call options a call takes besides `now`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takes {
+    Now,
+    Weight,
+    WeightAndMeta,
+}
+
+/// Reads `{ now }` (milliseconds since the epoch, fractions allowed) and, as `takes` says,
+/// `{ weight }` (a whole number from 1, default 1) and `{ meta }` (a string of at most 1 KiB).
+pub fn call_options(value: Option<Unknown>, takes: Takes) -> Outcome<CallOptions> {
     let mut reader = OptionsReader::new(value, "call options", ErrorCode::InvalidArgument, true)?;
     let now = reader.number("now")?.map(now_argument).transpose()?;
-    let weight = match weighted {
-        true => reader.number("weight")?.map(weight_argument).transpose()?,
-        false => None,
+    let weight = match takes {
+        Takes::Now => None,
+        _ => reader.number("weight")?.map(weight_argument).transpose()?,
     };
+    let meta = match takes {
+        Takes::WeightAndMeta => reader.string("meta")?,
+        _ => None,
+    };
+    if meta.as_ref().is_some_and(|meta| meta.len() > MAX_ID_BYTES) {
+        return Err(Failure::range_error(
+            ErrorCode::InvalidArgument,
+            format!("`meta` must be at most {MAX_ID_BYTES} bytes"),
+        ));
+    }
     reader.finish()?;
     Ok(CallOptions {
         now,
         weight: weight.unwrap_or(1),
+        meta,
     })
 }
 

@@ -3,23 +3,25 @@
 //! `lib/rolling-rate-limiter.js` builds rolling-rate-limiter's API (`RateLimiter`, `RedisRateLimiter`, the
 //! callback form) on this class, through `lib/engine.js`.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
-use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
+use napi::bindgen_prelude::{Float64ArraySlice, PromiseRaw, Unknown};
 use napi::Env;
 use napi_derive::napi;
 use redis::{FromRedisValue, Script};
 
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
+use super::counting::verdict_values;
 use super::dispatch::{self, Ticket, Values, VALUES};
-use super::input::{call_options, id, CallOptions};
-use super::js_error;
+use super::input::{call_options, id, CallOptions, Takes};
 use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
+use super::{js_error, rejected};
 use crate::error::{ErrorCode, Failure, Outcome};
-use crate::rolling_window::{RollingWindow, Timeline, WindowFacts, WindowInfo};
+use crate::rolling_window::{LogFacts, RollingWindow, Timeline, WindowFacts, WindowInfo};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::{unique_member, ScriptBatcher};
+use crate::time::Micros;
 
 static SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rolling_window.lua")));
@@ -62,8 +64,8 @@ pub struct RollingWindowOptions {
 pub struct JsRollingWindow {
     window: RollingWindow,
     backend: Backend<Timeline>,
-    /// On Redis: the script's batchers for attempts and for peeks.
-    batchers: Option<[ScriptBatcher; 2]>,
+    /// On Redis: the script's batchers, one per mode of [`SCRIPT_MODES`].
+    batchers: Option<Vec<ScriptBatcher>>,
 }
 
 /// What `run` does.
@@ -73,8 +75,12 @@ enum Mode {
     Limit,
     /// Answer as `Limit` would, recording nothing (`wouldLimitWithInfo`).
     Peek,
-    /// Forget the id (`clear`).
+    /// Forget the id (`clear`, `reset`).
     Clear,
+    /// The sliding log: log the actions if allowed (`consume`).
+    Consume,
+    /// Answer as `Consume` would, logging nothing (`peek`).
+    Check,
 }
 
 impl Mode {
@@ -83,10 +89,45 @@ impl Mode {
             0 => Ok(Mode::Limit),
             1 => Ok(Mode::Peek),
             2 => Ok(Mode::Clear),
+            3 => Ok(Mode::Consume),
+            4 => Ok(Mode::Check),
             _ => Err(Failure::range_error(
                 ErrorCode::InvalidArgument,
                 format!("unknown mode {code}"),
             )),
+        }
+    }
+
+    /// The index of the mode's batcher in [`SCRIPT_MODES`] (clearing needs none).
+    fn batcher(self) -> Option<usize> {
+        match self {
+            Mode::Limit => Some(0),
+            Mode::Peek => Some(1),
+            Mode::Consume => Some(2),
+            Mode::Check => Some(3),
+            Mode::Clear => None,
+        }
+    }
+}
+
+/// The script's modes, one batcher each; "entries" is the last.
+const SCRIPT_MODES: [&str; 5] = ["limit", "peek", "consume", "check", "entries"];
+const ENTRIES: usize = 4;
+
+/// One logged action, as `entries` returns it.
+#[napi(object)]
+pub struct LogEntry {
+    /// When, in milliseconds since the epoch.
+    pub at: f64,
+    /// The metadata given with it (`consume(id, { meta })`), if any.
+    pub meta: Option<String>,
+}
+
+impl LogEntry {
+    fn new(at: Micros, meta: Option<&str>) -> Self {
+        Self {
+            at: at as f64 / 1000.0,
+            meta: meta.map(str::to_owned),
         }
     }
 }
@@ -144,6 +185,69 @@ impl JsRollingWindow {
             .map_err(|failure| js_error(&env, failure))
     }
 
+    /// The actions of `id` still in the window, oldest first, with their metadata: who filled
+    /// the limit. At most `maxInInterval` of them. Takes `{ now }`.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "id: unknown, options?: unknown",
+        ts_return_type = "Promise<LogEntry[]>"
+    )]
+    pub fn entries<'env>(
+        &self,
+        env: &'env Env,
+        id: Unknown,
+        options: Option<Unknown>,
+    ) -> napi::Result<PromiseRaw<'env, Vec<LogEntry>>> {
+        let (id, call) =
+            match self::id(id).and_then(|id| Ok((id, call_options(options, Takes::Now)?))) {
+                Ok(parsed) => parsed,
+                Err(failure) => return rejected(env, failure),
+            };
+        match &self.backend {
+            Backend::Memory(store) => {
+                let now = local_now(call.now);
+                let store = store.borrow();
+                let entries = store
+                    .get(memory_id(id.as_deref()))
+                    .map(|t| {
+                        t.entries(&self.window, now)
+                            .map(|e| LogEntry::new(e.at, e.meta.as_deref()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                PromiseRaw::resolve(env, entries)
+            }
+            Backend::Redis(target) => {
+                let (key, batchers) = match target
+                    .key(id.as_deref())
+                    .and_then(|key| Ok((key, self.redis_batchers()?)))
+                {
+                    Ok(found) => found,
+                    Err(failure) => return rejected(env, failure),
+                };
+                let (answered, answer) = tokio::sync::oneshot::channel();
+                batchers[ENTRIES].submit(
+                    vec![key],
+                    vec![target.now_argument(call.now), String::new()],
+                    Box::new(move |answer| {
+                        let _ = answered.send(answer.and_then(entries_from_reply));
+                    }),
+                );
+                env.spawn_future_with_callback(
+                    async move {
+                        Ok(answer.await.unwrap_or_else(|_| {
+                            Err(Failure::error(
+                                ErrorCode::Internal,
+                                "the entries call lost its answer",
+                            ))
+                        }))
+                    },
+                    |env, outcome| outcome.map_err(|failure| js_error(env, failure)),
+                )
+            }
+        }
+    }
+
     /// How many ids the in-memory store holds state for (always `0` on Redis). Idle ids are
     /// dropped as the map grows, so this stays near the number of ids active within `interval`.
     #[napi(getter, catch_unwind)]
@@ -166,10 +270,12 @@ impl JsRollingWindow {
         r.finish()?;
         let window = RollingWindow::new(interval, max_in_interval, min_difference, record_blocked)?;
         let batchers = match &backend {
-            Backend::Redis(target) => Some([
-                batcher(&window, target, "limit"),
-                batcher(&window, target, "peek"),
-            ]),
+            Backend::Redis(target) => Some(
+                SCRIPT_MODES
+                    .iter()
+                    .map(|mode| batcher(&window, target, mode))
+                    .collect(),
+            ),
             Backend::Memory(_) => None,
         };
         Ok(Self {
@@ -190,7 +296,11 @@ impl JsRollingWindow {
     ) -> Outcome<bool> {
         let mode = Mode::from_code(mode)?;
         let id = self::id(id)?;
-        let call = call_options(options, false)?;
+        let takes = match mode {
+            Mode::Consume | Mode::Check => Takes::WeightAndMeta,
+            _ => Takes::Now,
+        };
+        let call = call_options(options, takes)?;
         match &self.backend {
             Backend::Memory(store) => {
                 let answer =
@@ -229,7 +339,29 @@ impl JsRollingWindow {
                 store.remove(id);
                 [0.0; VALUES]
             }
+            Mode::Consume | Mode::Check => {
+                let facts = store.get(id).map_or_else(
+                    || Timeline::default().log_facts(window, now, call.weight),
+                    |t| t.log_facts(window, now, call.weight),
+                );
+                let verdict = window.judge(&facts, call.weight, now);
+                if mode == Mode::Consume && verdict.allowed {
+                    store
+                        .entry(id, now, |timeline, now| timeline.is_idle(window, now))
+                        .log(window, now, call.weight, call.meta.map(Arc::from));
+                }
+                verdict_values(&verdict)
+            }
         }
+    }
+
+    fn redis_batchers(&self) -> Outcome<&[ScriptBatcher]> {
+        self.batchers.as_deref().ok_or_else(|| {
+            Failure::error(
+                ErrorCode::Internal,
+                "a Redis limiter without its script batchers",
+            )
+        })
     }
 
     /// Sends one call to Redis; its answer reaches JavaScript as `ticket` says.
@@ -243,46 +375,88 @@ impl JsRollingWindow {
         mode: Mode,
     ) -> Outcome<()> {
         let key = target.key(id)?;
-        let batchers = self.batchers.as_ref().ok_or_else(|| {
-            Failure::error(
-                ErrorCode::Internal,
-                "a Redis limiter without its script batchers",
-            )
-        })?;
+        let batchers = self.redis_batchers()?;
         // Nothing below fails: the call is pending from here on.
         let reply = dispatch::begin(env, ticket)?;
-        let (batcher, member) = match mode {
-            Mode::Clear => {
-                let store = target.store.clone();
-                dispatch::spawn(reply, async move {
-                    store.delete(&[key]).await.map(|()| [0.0; VALUES])
-                });
-                return Ok(());
-            }
-            Mode::Limit => (&batchers[0], unique_member()),
-            Mode::Peek => (&batchers[1], String::new()),
+        let Some(index) = mode.batcher() else {
+            let store = target.store.clone();
+            dispatch::spawn(reply, async move {
+                store.delete(&[key]).await.map(|()| [0.0; VALUES])
+            });
+            return Ok(());
         };
+        let member = match mode {
+            Mode::Peek | Mode::Check => String::new(),
+            _ => unique_member(),
+        };
+        let mut args = vec![target.now_argument(call.now), member];
+        if matches!(mode, Mode::Consume | Mode::Check) {
+            args.push(call.weight.to_string());
+            args.push(call.meta.unwrap_or_default());
+        }
         let window = self.window.clone();
-        batcher.submit(
+        let weight = call.weight;
+        batchers[index].submit(
             vec![key],
-            vec![target.now_argument(call.now), member],
+            args,
             Box::new(move |answer| {
-                reply.send(answer.and_then(|answer| answer_values(&window, answer)))
+                reply.send(answer.and_then(|answer| answer_values(&window, mode, weight, answer)))
             }),
         );
         Ok(())
     }
 }
 
+/// The script's `{ member, score, ... }` of the actions in the window, as log entries. The
+/// metadata is what follows the first `|` of a member.
+fn entries_from_reply(answer: redis::Value) -> Outcome<Vec<LogEntry>> {
+    let flat = Vec::<String>::from_redis_value(answer).map_err(|e| {
+        Failure::error(
+            ErrorCode::StoreError,
+            format!("the entries script answered: {e}"),
+        )
+    })?;
+    Ok(flat
+        .chunks_exact(2)
+        .map(|pair| {
+            let at = pair[1].parse::<f64>().unwrap_or(0.0) as Micros;
+            LogEntry::new(at, pair[0].split_once('|').map(|(_, meta)| meta))
+        })
+        .collect())
+}
+
 /// The script's answer for one call, as the numbers JavaScript decodes.
-fn answer_values(window: &RollingWindow, answer: redis::Value) -> Outcome<Values> {
+fn answer_values(
+    window: &RollingWindow,
+    mode: Mode,
+    weight: u64,
+    answer: redis::Value,
+) -> Outcome<Values> {
     let reply = Vec::<i64>::from_redis_value(answer).map_err(|e| {
         Failure::error(
             ErrorCode::StoreError,
             format!("the rolling window script answered: {e}"),
         )
     })?;
-    Ok(values(&window.info(&facts_from_reply(&reply)?)))
+    match (mode, reply.as_slice()) {
+        (Mode::Consume | Mode::Check, &[now, in_window, newest, anchor]) => {
+            let in_window = usize::try_from(in_window).unwrap_or(0);
+            let k = (in_window as u64 + weight).checked_sub(window.max_in_interval() as u64);
+            let facts = LogFacts {
+                in_window,
+                newest: (in_window > 0).then_some(newest),
+                anchor: k
+                    .filter(|&k| k >= 1 && k <= in_window as u64)
+                    .map(|_| anchor),
+            };
+            Ok(verdict_values(&window.judge(&facts, weight, now)))
+        }
+        (Mode::Consume | Mode::Check, _) => Err(Failure::error(
+            ErrorCode::StoreError,
+            "the sliding log script answered a wrong number of values",
+        )),
+        _ => Ok(values(&window.info(&facts_from_reply(&reply)?))),
+    }
 }
 
 /// The batcher of one mode of the script, with this window's options as the shared arguments.

@@ -1,0 +1,113 @@
+'use strict'
+
+// The sliding log (the rolling window counting allowed actions only) and its action log with
+// metadata, on both stores; consume/peek/reset on every rolling window.
+
+const { describe, it } = require('node:test')
+const assert = require('node:assert/strict')
+const IORedis = require('ioredis')
+const upstream = require('rolling-rate-limiter')
+
+const { SlidingLog, RateLimiter } = require('..')
+const { useRedisServer } = require('./helpers/redis-server.js')
+
+const redis = useRedisServer()
+let counter = 0
+
+const stores = {
+  'in memory': (options) => new SlidingLog(options),
+  'on Redis': (options) => {
+    counter += 1
+    return new SlidingLog({ client: redis.server.url, namespace: `log${counter}:`, ...options })
+  },
+}
+
+const SECOND = 1000
+const T = 1_515_120_000_000
+const at = (seconds, extra) => ({ now: T + seconds * SECOND, ...extra })
+const verdict = (allowed, timeLeft, remaining, limit, resetAfter) => ({ allowed, timeLeft, remaining, limit, resetAfter })
+
+for (const [name, create] of Object.entries(stores)) {
+  describe(`SlidingLog ${name}`, () => {
+    it("follows the seed's table: 3 requests per 60 s, refusals not logged", async () => {
+      const log = create({ interval: 60 * SECOND, maxInInterval: 3 })
+      for (const second of [5, 15, 61]) assert.equal((await log.consume('user1', at(second))).allowed, true)
+      assert.deepEqual(await log.consume('user1', at(70)), verdict(true, 0, 0, 3, 60 * SECOND))
+      assert.deepEqual(await log.consume('user1', at(100)), verdict(true, 0, 0, 3, 60 * SECOND))
+      // 12:01:50: refused until 12:01:01 leaves the window, at 12:02:01.
+      assert.deepEqual(await log.consume('user1', at(110)), verdict(false, 11 * SECOND, 0, 3, 50 * SECOND))
+      assert.deepEqual(await log.consume('user1', at(140)), verdict(true, 0, 1, 3, 60 * SECOND))
+    })
+
+    it('charges weights, keeps minDifference, and never admits a weight above the limit', async () => {
+      const log = create({ interval: 10, maxInInterval: 5, minDifference: 2 })
+      assert.deepEqual(await log.consume('u', { now: 0, weight: 3 }), verdict(true, 0, 2, 5, 10))
+      assert.deepEqual(await log.consume('u', { now: 1 }), verdict(false, 1, 2, 5, 9))
+      assert.deepEqual(await log.peek('u', { now: 2, weight: 3 }), verdict(false, 8, 2, 5, 8))
+      assert.deepEqual(await log.consume('u', { now: 2, weight: 2 }), verdict(true, 0, 0, 5, 10))
+      assert.deepEqual(await log.consume('u', { now: 9, weight: 6 }), verdict(false, Infinity, 0, 5, 3))
+      await log.reset('u')
+      assert.deepEqual(await log.peek('u', { now: 9, weight: 5 }), verdict(true, 0, 0, 5, 10))
+    })
+
+    it('keeps metadata with each action, so an operator can see who filled a limit', async () => {
+      const log = create({ interval: 60 * SECOND, maxInInterval: 3 })
+      await log.consume('ip:10.0.0.1', at(0, { meta: 'user:alice' }))
+      await log.consume('ip:10.0.0.1', at(1, { meta: 'user:bob|admin', weight: 2 }))
+      assert.equal((await log.consume('ip:10.0.0.1', at(2, { meta: 'user:eve' }))).allowed, false)
+      assert.deepEqual(await log.entries('ip:10.0.0.1', at(3)), [
+        { at: T, meta: 'user:alice' },
+        { at: T + SECOND, meta: 'user:bob|admin' },
+        { at: T + SECOND, meta: 'user:bob|admin' },
+      ])
+      // 60.5 s later the first entry has left the window.
+      assert.equal((await log.entries('ip:10.0.0.1', at(60.5))).length, 2)
+      assert.deepEqual(await log.entries('nobody', at(3)), [])
+    })
+
+    it('rejects bad calls with codes', async () => {
+      const log = create({ interval: 1000, maxInInterval: 1 })
+      await assert.rejects(log.consume('u', { meta: 5 }), { name: 'TypeError', code: 'ERR_INVALID_ARGUMENT' })
+      await assert.rejects(log.consume('u', { meta: 'x'.repeat(1025) }), { name: 'RangeError', code: 'ERR_INVALID_ARGUMENT' })
+      await assert.rejects(log.consume('u', { weight: -1 }), { name: 'RangeError', code: 'ERR_INVALID_ARGUMENT' })
+      await assert.rejects(log.limit('u', { weight: 2 }), { name: 'TypeError', code: 'ERR_UNKNOWN_OPTION' })
+      await assert.rejects(log.entries(''), { code: 'ERR_INVALID_ID' })
+    })
+  })
+}
+
+describe('SlidingLog options', () => {
+  it('takes no recordBlocked', () => {
+    assert.throws(() => new SlidingLog({ interval: 1000, maxInInterval: 1, recordBlocked: true }), { code: 'ERR_UNKNOWN_OPTION' })
+  })
+})
+
+describe('consume on any rolling window', () => {
+  it('logs allowed actions only, even with recordBlocked (the default)', async () => {
+    const limiter = new RateLimiter({ interval: 10, maxInInterval: 2 })
+    assert.equal((await limiter.consume('u', { now: 0 })).allowed, true)
+    assert.equal((await limiter.consume('u', { now: 1 })).allowed, true)
+    assert.equal((await limiter.consume('u', { now: 2 })).allowed, false)
+    // The refusal at 2 ms was not logged: the window has room again at 10 ms.
+    assert.equal((await limiter.consume('u', { now: 10 })).allowed, true)
+  })
+})
+
+describe('the sliding log on Redis', () => {
+  it('is read by rolling-rate-limiter, metadata and all', async () => {
+    const log = new SlidingLog({ client: redis.server.url, namespace: 'shared:', interval: 60 * SECOND, maxInInterval: 3, clock: 'local' })
+    const ioredis = new IORedis(redis.server.port, '127.0.0.1')
+    try {
+      const theirs = new upstream.RedisRateLimiter({ client: ioredis, namespace: 'shared:', interval: 60 * SECOND, maxInInterval: 3 })
+      await log.consume('u', { meta: 'from ratekeeper', weight: 2 })
+      const info = await theirs.wouldLimitWithInfo('u')
+      assert.equal(info.actionsRemaining, 0)
+      assert.equal(await theirs.limit('u'), false)
+      assert.equal((await log.consume('u')).allowed, false)
+      const ttl = Number(await redis.server.cli('TTL', 'shared:u'))
+      assert.ok(ttl > 55 && ttl <= 61, `TTL ${ttl}`)
+    } finally {
+      ioredis.disconnect()
+    }
+  })
+})
