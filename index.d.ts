@@ -429,22 +429,18 @@ export declare function createClient(
 /** Alias of {@link createClient} (redback's `use(client, options)`). */
 export declare const use: typeof createClient
 
-/** The answer the middleware works from. */
-export interface MiddlewareAnswer {
-  allowed: boolean
-  /** Milliseconds until the request would be allowed (0 when allowed). */
-  timeLeft: number
-  remaining: number
-  limit: number
-  resetAfter: number
-}
-
 export interface RateLimitMiddlewareOptions {
-  /** The limiter to ask, e.g. `new RateLimiter({ interval: 60_000, maxInInterval: 100 })`. Required. */
-  limiter: Pick<RateLimiter, 'limitWithInfo' | 'maxInInterval'>
+  /**
+   * The limiter to ask: any with `consume` (`RateLimiter`, `SlidingLog`, `FixedWindow`,
+   * `SlidingWindow`). Each request consumes one action; refused ones are not counted. Required.
+   */
+  limiter: { consume(id: Id): Promise<Verdict> }
   /** The id of a request. Default `req => req.ip`. */
   key?: (req: any) => Id
-  /** Set `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds). Default `true`. */
+  /**
+   * Set `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the
+   * limiter's counters are back to zero) on every response. Default `true`.
+   */
   headers?: boolean
   /** Status of a refused request. Default `429`. */
   statusCode?: number

@@ -36,7 +36,7 @@ describe('rateLimit middleware', () => {
       assert.equal(first.status, 200)
       assert.equal(first.headers.get('ratelimit-limit'), '2')
       assert.equal(first.headers.get('ratelimit-remaining'), '1')
-      assert.equal(first.headers.get('ratelimit-reset'), '0')
+      assert.equal(first.headers.get('ratelimit-reset'), '60')
       const second = await fetch(url)
       assert.equal(second.status, 200)
       assert.equal(second.headers.get('ratelimit-remaining'), '0')
@@ -83,10 +83,30 @@ describe('rateLimit middleware', () => {
   it('validates its options', () => {
     assert.throws(() => rateLimit(), { code: 'ERR_INVALID_OPTION' })
     assert.throws(() => rateLimit({ limiter: {} }), { code: 'ERR_INVALID_OPTION' })
+    assert.throws(() => rateLimit({ limiter: { limitWithInfo() {} } }), { code: 'ERR_INVALID_OPTION' })
     const limiter = new RateLimiter({ interval: 1000, maxInInterval: 1 })
     assert.throws(() => rateLimit({ limiter, key: 'ip' }), { code: 'ERR_INVALID_OPTION' })
     assert.throws(() => rateLimit({ limiter, onError: 'explode' }), { code: 'ERR_INVALID_OPTION' })
     assert.throws(() => rateLimit({ limiter, keyz: () => 1 }), { code: 'ERR_UNKNOWN_OPTION' })
+  })
+})
+
+describe('rateLimit with the counting limiters', () => {
+  it('limits with a FixedWindow too', async () => {
+    const { FixedWindow } = require('..')
+    const limiter = new FixedWindow({ limits: [{ duration: 3_600_000, limit: 1 }] })
+    const { url, close } = await serve(appWith({ limiter }))
+    try {
+      const first = await fetch(url)
+      assert.equal(first.status, 200)
+      assert.equal(first.headers.get('ratelimit-limit'), '1')
+      assert.equal(first.headers.get('ratelimit-remaining'), '0')
+      const refused = await fetch(url)
+      assert.equal(refused.status, 429)
+      assert.ok(Number(refused.headers.get('retry-after')) > 0)
+    } finally {
+      await close()
+    }
   })
 })
 

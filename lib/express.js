@@ -2,24 +2,13 @@
 
 /**
  * Express (and Connect, Fastify-compatible `(req, res, next)`) middleware: answers 429 Too Many
- * Requests with the wait time, and sets the standard rate-limit headers on every response.
+ * Requests with the wait time, and sets the standard rate-limit headers on every response. Any
+ * limiter with `consume` works: each request consumes one action; refused ones are not counted.
  */
 
 const { typeError, checkOptionsObject } = require('./errors.js')
 
 const KNOWN = new Set(['limiter', 'key', 'headers', 'statusCode', 'message', 'onError', 'skip'])
-
-/** Reads a limiter's answer for one request as { allowed, timeLeft, remaining, limit }. */
-async function decide(limiter, id) {
-  const info = await limiter.limitWithInfo(id)
-  return {
-    allowed: !info.blocked,
-    timeLeft: info.blocked ? info.millisecondsUntilAllowed : 0,
-    remaining: info.actionsRemaining,
-    limit: limiter.maxInInterval,
-    resetAfter: info.millisecondsUntilAllowed,
-  }
-}
 
 function setHeaders(res, answer) {
   res.setHeader('RateLimit-Limit', String(answer.limit))
@@ -50,8 +39,8 @@ function rateLimit(options) {
     onError = 'next',
     skip,
   } = options
-  if (!limiter || typeof limiter.limitWithInfo !== 'function') {
-    throw typeError('ERR_INVALID_OPTION', '`limiter` must be a rate limiter (e.g. new RateLimiter({ interval, maxInInterval }))')
+  if (!limiter || typeof limiter.consume !== 'function') {
+    throw typeError('ERR_INVALID_OPTION', '`limiter` must be a rate limiter with `consume` (RateLimiter, FixedWindow, SlidingWindow, ...)')
   }
   if (typeof key !== 'function') throw typeError('ERR_INVALID_OPTION', '`key` must be a function (req) => id')
   if (skip !== undefined && typeof skip !== 'function') throw typeError('ERR_INVALID_OPTION', '`skip` must be a function (req) => boolean')
@@ -67,11 +56,11 @@ function rateLimit(options) {
     } catch (error) {
       return next(error)
     }
-    decide(limiter, id).then(
+    limiter.consume(id).then(
       (answer) => {
         if (headers) setHeaders(res, answer)
         if (answer.allowed) return next()
-        res.setHeader('Retry-After', String(Math.ceil(answer.timeLeft / 1000)))
+        if (Number.isFinite(answer.timeLeft)) res.setHeader('Retry-After', String(Math.ceil(answer.timeLeft / 1000)))
         res.statusCode = statusCode
         const body = typeof message === 'function' ? message(answer.timeLeft, req) : message
         if (typeof body === 'string') {

@@ -10,7 +10,8 @@
 -- ARGV[1]             L, the number of limits
 -- ARGV[2j], ARGV[2j+1] limit j's duration (microseconds) and limit (j = 1..L)
 -- ARGV[2L+2]          "consume" to count an allowed call, "peek" to only look
--- ARGV[2L+3]          the TTL of a hash, in milliseconds (the longest duration, plus a second)
+-- ARGV[2L+3]          the TTL of a hash, in milliseconds (the longest duration, plus a second),
+--                     set when the longest limit's window changes
 -- then per call:      its number of identifiers N, its now (microseconds; "" for the server's
 --                     clock) and its weight
 -- KEYS                per call, the hashes of its N identifiers
@@ -29,6 +30,12 @@ for j = 1, limit_count do
 end
 local consume = ARGV[2 * limit_count + 2] == 'consume'
 local ttl = tonumber(ARGV[2 * limit_count + 3])
+local longest = 1
+for j = 2, limit_count do
+  if durations[j] > durations[longest] then
+    longest = j
+  end
+end
 
 local server_now
 local function now_of(given)
@@ -43,12 +50,14 @@ local function now_of(given)
 end
 
 local function judge(first_key, id_count, now, weight)
-  local answer, windows, allowed = { now }, {}, true
+  local answer, windows, allowed, renew = { now }, {}, true, {}
   for j = 1, limit_count do
     windows[j] = math.floor(now / durations[j])
   end
   for i = 0, id_count - 1 do
     local stored = redis.call('HMGET', KEYS[first_key + i], unpack(fields))
+    -- The TTL is renewed when the longest window changes: set then, it outlives that window.
+    renew[i] = tonumber(stored[2 * longest]) ~= windows[longest]
     for j = 1, limit_count do
       local count = 0
       if tonumber(stored[2 * j]) == windows[j] then
@@ -70,7 +79,9 @@ local function judge(first_key, id_count, now, weight)
         values[#values + 1] = windows[j]
       end
       redis.call('HSET', key, unpack(values))
-      redis.call('PEXPIRE', key, ttl)
+      if renew[i] then
+        redis.call('PEXPIRE', key, ttl)
+      end
     end
   end
   return answer
