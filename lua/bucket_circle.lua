@@ -1,4 +1,5 @@
 -- redback's RateLimit (src/bucket_circle.rs) on its own Redis layout, for one or many calls.
+-- (After lua/prelude.lua, which gives it now_of() and answer_of().)
 --
 -- One hash per subject at `[namespace:]action:subject`, as redback: field `<bucket>` the count of
 -- that bucket of the circle (bucket = floor((t % span) / interval)). One field more, `last`,
@@ -20,17 +21,6 @@ local interval = tonumber(ARGV[1])
 local buckets = tonumber(ARGV[2])
 local expiry = tonumber(ARGV[3])
 
-local server_now
-local function now_of(given)
-  if given ~= '' then
-    return tonumber(given)
-  end
-  if not server_now then
-    local time = redis.call('TIME')
-    server_now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  end
-  return server_now
-end
 
 local function add(key, current)
   local last = tonumber(redis.call('HGET', key, 'last'))
@@ -71,10 +61,7 @@ end
 local answers, arg = {}, 5
 for i, key in ipairs(KEYS) do
   local ok, answer = pcall(call, key, ARGV[arg], now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
-  if not ok then
-    -- A string, not an error reply: clients fail a whole reply that holds an error.
-    answer = type(answer) == 'table' and answer.err or tostring(answer)
-  end
+  answer = answer_of(ok, answer)
   answers[i] = answer
   arg = arg + 3
 end

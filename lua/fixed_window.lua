@@ -1,4 +1,5 @@
 -- Fixed window counters (src/fixed_window.rs) on Redis, for one or many calls at once.
+-- (After lua/prelude.lua, which gives it now_of() and answer_of().)
 --
 -- One hash per identifier, at namespace + id, holds every limit's counter: field `<duration>`
 -- the count, field `<duration>:w` the index of the window it counts in (floor(now / duration),
@@ -37,17 +38,6 @@ for j = 2, limit_count do
   end
 end
 
-local server_now
-local function now_of(given)
-  if given ~= '' then
-    return tonumber(given)
-  end
-  if not server_now then
-    local time = redis.call('TIME')
-    server_now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  end
-  return server_now
-end
 
 local function judge(first_key, id_count, now, weight)
   local answer, windows, allowed, renew = { now }, {}, true, {}
@@ -91,10 +81,7 @@ local answers, next_key, arg = {}, 1, 2 * limit_count + 4
 while arg <= #ARGV do
   local id_count = tonumber(ARGV[arg])
   local ok, answer = pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
-  if not ok then
-    -- A string, not an error reply: clients fail a whole reply that holds an error.
-    answer = type(answer) == 'table' and answer.err or tostring(answer)
-  end
+  answer = answer_of(ok, answer)
   answers[#answers + 1] = answer
   next_key, arg = next_key + id_count, arg + 3
 end

@@ -1,4 +1,5 @@
 -- The rolling window (src/rolling_window.rs) on Redis sorted sets, for one or many ids at once.
+-- (After lua/prelude.lua, which gives it now_of() and answer_of().)
 --
 -- The key layout is rolling-rate-limiter's: one sorted set per id, scored by the action's time in
 -- microseconds, with unique members, so both libraries read each other's data. Unlike
@@ -36,17 +37,6 @@ local min_difference = tonumber(ARGV[3])
 local mode = ARGV[4]
 local record_blocked = ARGV[5] == '1'
 
-local server_now
-local function now_of(given)
-  if given ~= '' then
-    return tonumber(given)
-  end
-  if not server_now then
-    local time = redis.call('TIME')
-    server_now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  end
-  return server_now
-end
 
 local function score_at(key, rank)
   return tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
@@ -160,10 +150,7 @@ for i, key in ipairs(KEYS) do
   else
     ok, answer = pcall(entries_at, key, now)
   end
-  if not ok then
-    -- A string, not an error reply: clients fail a whole reply that holds an error.
-    answer = type(answer) == 'table' and answer.err or tostring(answer)
-  end
+  answer = answer_of(ok, answer)
   answers[i] = answer
 end
 return answers

@@ -1,4 +1,5 @@
 -- The precision sliding window (src/sliding_window.rs) on Redis, for one or many calls at once.
+-- (After lua/prelude.lua, which gives it now_of() and answer_of().)
 --
 -- The layout is the seed's (over_limit_sliding_window): one hash per identifier, at
 -- namespace + id, holds every limit's buckets: field `<duration>:<precision>:<bucket>` the
@@ -32,17 +33,6 @@ end
 local consume = ARGV[4 * limit_count + 2] == 'consume'
 local ttl = tonumber(ARGV[4 * limit_count + 3])
 
-local server_now
-local function now_of(given)
-  if given ~= '' then
-    return tonumber(given)
-  end
-  if not server_now then
-    local time = redis.call('TIME')
-    server_now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  end
-  return server_now
-end
 
 local function judge(first_key, id_count, now, weight)
   local answer, allowed, writes = { now }, true, {}
@@ -94,10 +84,7 @@ local answers, next_key, arg = {}, 1, 4 * limit_count + 4
 while arg <= #ARGV do
   local id_count = tonumber(ARGV[arg])
   local ok, answer = pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
-  if not ok then
-    -- A string, not an error reply: clients fail a whole reply that holds an error.
-    answer = type(answer) == 'table' and answer.err or tostring(answer)
-  end
+  answer = answer_of(ok, answer)
   answers[#answers + 1] = answer
   next_key, arg = next_key + id_count, arg + 3
 end

@@ -138,7 +138,9 @@ async function serverPid(port) {
 
 /**
  * Runs `redis-cli -h 127.0.0.1 -p PORT --raw --no-auth-warning ...args`; resolves its trimmed
- * stdout (`--raw`: integers as `42`, arrays one element a line). Rejects on an error reply.
+ * stdout (`--raw`: integers as `42`, arrays one element a line). Rejects only if redis-cli itself
+ * fails (e.g. cannot connect): an error reply exits 0 and is resolved as its text, like
+ * 'WRONGTYPE Operation against a key holding the wrong kind of value'.
  */
 function cli(port, ...args) {
   return new Promise((resolve, reject) => {

@@ -22,8 +22,7 @@ use crate::store::memory::MemoryStore;
 use crate::store::redis::ScriptBatcher;
 use crate::time::{now_argument, Micros};
 
-static SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/bucket_circle.lua")));
+static SCRIPT: LazyLock<Script> = lua_script!("bucket_circle");
 
 /// Options of redback's `RateLimit`, in seconds as redback takes them.
 #[napi(object)]

@@ -19,8 +19,7 @@ use crate::fixed_window::{Counters, FixedWindow};
 use crate::time::Micros;
 use crate::verdict::Verdict;
 
-static SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fixed_window.lua")));
+static SCRIPT: LazyLock<Script> = lua_script!("fixed_window");
 
 /// One limit of a fixed window: at most `limit` weight per `duration`.
 #[napi(object)]

@@ -5,6 +5,19 @@
 //! [`Failure`]s back into JS values. Every method returns a Promise; input errors reject it
 //! rather than throw, as an `async` function would.
 
+/// A script of `lua/`, with `lua/prelude.lua` (the helpers every script uses) in front: this is
+/// what runs in Redis. `lua_script!("fixed_window")` is `lua/fixed_window.lua`.
+macro_rules! lua_script {
+    ($name:literal) => {
+        std::sync::LazyLock::new(|| {
+            redis::Script::new(concat!(
+                include_str!("../../lua/prelude.lua"),
+                include_str!(concat!("../../lua/", $name, ".lua"))
+            ))
+        })
+    };
+}
+
 pub mod backend;
 pub mod bucket_circle;
 pub mod counting;

@@ -23,8 +23,7 @@ use crate::store::memory::MemoryStore;
 use crate::store::redis::{unique_member, ScriptBatcher};
 use crate::time::Micros;
 
-static SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/rolling_window.lua")));
+static SCRIPT: LazyLock<Script> = lua_script!("rolling_window");
 
 /// Options of a rolling window (those of rolling-rate-limiter 0.4, plus ours).
 ///

@@ -20,8 +20,7 @@ use crate::sliding_window::{split_live, Buckets, SlidingWindow};
 use crate::time::Micros;
 use crate::verdict::Verdict;
 
-static SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/sliding_window.lua")));
+static SCRIPT: LazyLock<Script> = lua_script!("sliding_window");
 
 /// One limit of a sliding window: at most `limit` weight in any `duration`.
 #[napi(object)]
