@@ -12,10 +12,7 @@
 
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::time::{duration_option, Micros};
-use crate::verdict::{Verdict, NEVER};
-
-/// The most limits one limiter takes.
-pub const MAX_LIMITS: usize = 16;
+use crate::verdict::{check_limit_count, Tally, Verdict, NEVER};
 
 /// The largest `limit` (and weight): counts stay exact in a Lua double.
 pub const MAX_COUNT: f64 = 1e15;
@@ -38,15 +35,7 @@ impl FixedWindow {
     /// limits whole numbers from 1 to [`MAX_COUNT`]. Errors name `limits[i].duration` or
     /// `limits[i].limit`.
     pub fn new(limits: &[(f64, f64)]) -> Outcome<Self> {
-        if limits.is_empty() || limits.len() > MAX_LIMITS {
-            return Err(Failure::range_error(
-                ErrorCode::InvalidOption,
-                format!(
-                    "`limits` must hold 1 to {MAX_LIMITS} limits, got {}",
-                    limits.len()
-                ),
-            ));
-        }
+        check_limit_count(limits.len())?;
         let limits = limits
             .iter()
             .enumerate()
@@ -92,29 +81,16 @@ impl FixedWindow {
             }
         }
         let added = if allowed { weight } else { 0 };
-        let mut remaining = u64::MAX;
-        let mut tightest = self.limits[0].limit;
-        let mut reset_after: Micros = 0;
+        let mut tally = Tally::default();
         for (k, &count) in counts.iter().enumerate() {
             let j = k % per_id;
-            let limit = self.limits[j].limit;
-            let count = count + added;
-            let left = limit.saturating_sub(count);
-            if left < remaining || (left == remaining && limit < tightest) {
-                remaining = left;
-                tightest = limit;
-            }
-            if count > 0 {
-                reset_after = reset_after.max(self.until_window_end(j, now));
-            }
+            tally.add(
+                self.limits[j].limit,
+                count + added,
+                self.until_window_end(j, now),
+            );
         }
-        Verdict {
-            allowed,
-            time_left,
-            remaining,
-            limit: tightest,
-            reset_after,
-        }
+        tally.verdict(allowed, time_left)
     }
 
     fn until_window_end(&self, j: usize, now: Micros) -> Micros {

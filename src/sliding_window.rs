@@ -13,9 +13,9 @@
 use std::collections::VecDeque;
 
 use crate::error::{ErrorCode, Failure, Outcome};
-use crate::fixed_window::{count_option, MAX_LIMITS};
+use crate::fixed_window::count_option;
 use crate::time::{duration_option, Micros};
-use crate::verdict::{Verdict, NEVER};
+use crate::verdict::{check_limit_count, Tally, Verdict, NEVER};
 
 /// The most buckets one window may have (`duration / precision`).
 pub const MAX_BUCKETS: i64 = 3600;
@@ -44,15 +44,7 @@ impl SlidingWindow {
     /// precision defaults to a tenth of the duration and may not cut a window into more than
     /// [`MAX_BUCKETS`] buckets.
     pub fn new(limits: &[(f64, f64, Option<f64>)]) -> Outcome<Self> {
-        if limits.is_empty() || limits.len() > MAX_LIMITS {
-            return Err(Failure::range_error(
-                ErrorCode::InvalidOption,
-                format!(
-                    "`limits` must hold 1 to {MAX_LIMITS} limits, got {}",
-                    limits.len()
-                ),
-            ));
-        }
+        check_limit_count(limits.len())?;
         let limits = limits
             .iter()
             .enumerate()
@@ -114,17 +106,10 @@ impl SlidingWindow {
             }
         }
         let added = if allowed { weight } else { 0 };
-        let mut remaining = u64::MAX;
-        let mut tightest = self.limits[0].limit;
-        let mut reset_after: Micros = 0;
+        let mut tally = Tally::default();
         for (k, counts) in live.iter().enumerate() {
             let j = k % per_id;
-            let limit = self.limits[j].limit;
-            let left = limit.saturating_sub(totals[k] + added);
-            if left < remaining || (left == remaining && limit < tightest) {
-                remaining = left;
-                tightest = limit;
-            }
+            // Everything is back to zero when the newest non-empty bucket leaves the window.
             let newest = if added > 0 {
                 Some(self.bucket(j, now))
             } else {
@@ -133,17 +118,10 @@ impl SlidingWindow {
                     .rposition(|&c| c > 0)
                     .map(|i| self.first_live_bucket(j, now) + i as i64)
             };
-            if let Some(newest) = newest {
-                reset_after = reset_after.max(self.bucket_expiry(j, newest) - now);
-            }
+            let reset_after = newest.map_or(0, |newest| self.bucket_expiry(j, newest) - now);
+            tally.add(self.limits[j].limit, totals[k] + added, reset_after);
         }
-        Verdict {
-            allowed,
-            time_left,
-            remaining,
-            limit: tightest,
-            reset_after,
-        }
+        tally.verdict(allowed, time_left)
     }
 
     /// When bucket `bucket` of limit `j` leaves the window.

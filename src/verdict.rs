@@ -1,5 +1,6 @@
 //! The answer every counting limiter gives: `{ allowed, timeLeft, remaining, limit, resetAfter }`.
 
+use crate::error::{ErrorCode, Failure, Outcome};
 use crate::time::{micros_to_millis_ceil, Micros};
 
 /// A limiter's answer to one call.
@@ -20,6 +21,65 @@ pub struct Verdict {
 
 /// `time_left` of a call that can never be allowed.
 pub const NEVER: Micros = Micros::MAX;
+
+/// The most limits one limiter takes.
+pub const MAX_LIMITS: usize = 16;
+
+/// Checks the number of limits of a limiter's `limits` option.
+pub fn check_limit_count(count: usize) -> Outcome<()> {
+    if count == 0 || count > MAX_LIMITS {
+        return Err(Failure::range_error(
+            ErrorCode::InvalidOption,
+            format!("`limits` must hold 1 to {MAX_LIMITS} limits, got {count}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Gathers, over every (identifier, limit) of a call, what a [`Verdict`] reports besides the
+/// decision: the tightest limit (the least weight left; the smaller limit on a tie) and the
+/// latest reset.
+#[derive(Debug, Clone, Copy)]
+pub struct Tally {
+    remaining: u64,
+    limit: u64,
+    reset_after: Micros,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Self {
+            remaining: u64::MAX,
+            limit: u64::MAX,
+            reset_after: 0,
+        }
+    }
+}
+
+impl Tally {
+    /// A limit of `limit` that holds `used` weight (after the call) and is back to zero in
+    /// `reset_after`.
+    pub fn add(&mut self, limit: u64, used: u64, reset_after: Micros) {
+        let left = limit.saturating_sub(used);
+        if left < self.remaining || (left == self.remaining && limit < self.limit) {
+            self.remaining = left;
+            self.limit = limit;
+        }
+        if used > 0 {
+            self.reset_after = self.reset_after.max(reset_after);
+        }
+    }
+
+    pub fn verdict(self, allowed: bool, time_left: Micros) -> Verdict {
+        Verdict {
+            allowed,
+            time_left,
+            remaining: self.remaining,
+            limit: self.limit,
+            reset_after: self.reset_after,
+        }
+    }
+}
 
 impl Verdict {
     /// `time_left` in whole milliseconds, rounded up; `f64::INFINITY` for [`NEVER`].
