@@ -31,23 +31,24 @@ export declare class BucketCircleEngine {
 export type JsBucketCircle = BucketCircleEngine
 
 /**
- * Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see
- * index.d.ts), which is the API to use. It validates its options like `FixedWindow` does.
+ * r" Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see
+ * r" index.d.ts), which is the API to use. It validates its options like `FixedWindow` does.
  */
 export declare class FixedWindowEngine {
   /**
-   * Builds fixed window counters in memory, or on `store` when one is given.
+   * Builds the limiter in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
    */
   constructor(options: FixedWindowOptions, store?: RedisStore | null)
   /**
-   * The engine under `FixedWindow`: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
-   * an array of ids, with the call options `{ now, weight }`. Answers as
-   * `RollingWindow.run` does; the five numbers are allowed, timeLeft, remaining, limit and
-   * resetAfter.
+   * The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
+   * an array of ids, with the call options `{ now, weight }`. In memory the answer is
+   * written to `out` and `true` is returned; on Redis `false` is returned and the answer
+   * reaches `lib/engine.js` under `ticket`. The five numbers are allowed, timeLeft,
+   * remaining, limit and resetAfter. Use the JavaScript class rather than this.
    */
   run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
-  /** How many ids the in-memory store holds counters for (always `0` on Redis). */
+  /** How many ids the in-memory store holds state for (always `0` on Redis). */
   get trackedIds(): number
 }
 export type JsFixedWindow = FixedWindowEngine
@@ -131,21 +132,24 @@ export declare class RollingWindow {
 export type JsRollingWindow = RollingWindow
 
 /**
- * The precision sliding window, in memory or on Redis: the native engine under
- * `SlidingWindow` (see index.d.ts), which is the API to use.
+ * r" The precision sliding window, in memory or on Redis: the native engine under
+ * r" `SlidingWindow` (see index.d.ts), which is the API to use.
  */
 export declare class SlidingWindowEngine {
   /**
-   * Builds a sliding window in memory, or on `store` when one is given.
+   * Builds the limiter in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
    */
   constructor(options: SlidingWindowOptions, store?: RedisStore | null)
   /**
-   * The engine under `SlidingWindow`: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
-   * an array of ids, as `FixedWindowEngine.run` does.
+   * The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
+   * an array of ids, with the call options `{ now, weight }`. In memory the answer is
+   * written to `out` and `true` is returned; on Redis `false` is returned and the answer
+   * reaches `lib/engine.js` under `ticket`. The five numbers are allowed, timeLeft,
+   * remaining, limit and resetAfter. Use the JavaScript class rather than this.
    */
   run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
-  /** How many ids the in-memory store holds buckets for (always `0` on Redis). */
+  /** How many ids the in-memory store holds state for (always `0` on Redis). */
   get trackedIds(): number
 }
 export type JsSlidingWindow = SlidingWindowEngine

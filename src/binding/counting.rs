@@ -18,6 +18,63 @@ use crate::store::redis::{check_one_slot, ScriptBatcher};
 use crate::time::Micros;
 use crate::verdict::Verdict;
 
+/// Declares the napi class of a counting algorithm: its constructor, `run` and `trackedIds`,
+/// over a [`CountingEngine`]. `$options` is the TypeScript type of its options.
+macro_rules! counting_class {
+    ($(#[$doc:meta])* $class:ident = $js_name:literal over $algorithm:ty, options $options:literal) => {
+        $(#[$doc])*
+        #[napi_derive::napi(js_name = $js_name)]
+        pub struct $class {
+            engine: $crate::binding::counting::CountingEngine<$algorithm>,
+        }
+
+        #[napi_derive::napi]
+        impl $class {
+            /// Builds the limiter in memory, or on `store` when one is given.
+            /// Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
+            #[napi(constructor, catch_unwind, ts_args_type = $options)]
+            pub fn new(
+                env: napi::Env,
+                options: napi::bindgen_prelude::Unknown,
+                store: Option<&$crate::binding::redis_store::JsRedisStore>,
+            ) -> napi::Result<Self> {
+                $crate::binding::counting::CountingEngine::build(options, store, concat!($js_name, " options"))
+                    .map(|engine| Self { engine })
+                    .map_err(|failure| $crate::binding::js_error(&env, failure))
+            }
+
+            /// The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
+            /// an array of ids, with the call options `{ now, weight }`. In memory the answer is
+            /// written to `out` and `true` is returned; on Redis `false` is returned and the answer
+            /// reaches `lib/engine.js` under `ticket`. The five numbers are allowed, timeLeft,
+            /// remaining, limit and resetAfter. Use the JavaScript class rather than this.
+            #[napi(
+                catch_unwind,
+                ts_args_type = "mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array"
+            )]
+            pub fn run(
+                &self,
+                env: napi::Env,
+                mode: u32,
+                ids: napi::bindgen_prelude::Unknown,
+                options: Option<napi::bindgen_prelude::Unknown>,
+                ticket: f64,
+                mut out: napi::bindgen_prelude::Float64ArraySlice,
+            ) -> napi::Result<bool> {
+                self.engine
+                    .run(&env, mode, ids, options, ticket, &mut out)
+                    .map_err(|failure| $crate::binding::js_error(&env, failure))
+            }
+
+            /// How many ids the in-memory store holds state for (always `0` on Redis).
+            #[napi(getter, catch_unwind)]
+            pub fn tracked_ids(&self) -> u32 {
+                self.engine.tracked_ids()
+            }
+        }
+    };
+}
+
 /// A counting algorithm, as the binding needs it.
 pub trait Counting: Clone + Send + Sync + 'static {
     /// One identifier's state in memory.

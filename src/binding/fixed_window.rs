@@ -1,19 +1,15 @@
 //! `FixedWindowEngine`: fixed window counters (`src/fixed_window.rs`) on memory or Redis.
 //!
-//! `lib/fixed-window.js` builds the `FixedWindow` class (`consume`, `peek`, `reset`) on this,
+//! `lib/counting.js` builds the `FixedWindow` class (`consume`, `peek`, `reset`) on this,
 //! through `lib/engine.js`.
 
 use std::sync::LazyLock;
 
-use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
-use napi::Env;
 use napi_derive::napi;
 use redis::Script;
 
-use super::counting::{Counting, CountingEngine};
-use super::js_error;
+use super::counting::Counting;
 use super::options::OptionsReader;
-use super::redis_store::JsRedisStore;
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::fixed_window::{Counters, FixedWindow};
 use crate::time::Micros;
@@ -48,56 +44,10 @@ pub struct FixedWindowOptions {
     pub clock: Option<String>,
 }
 
-/// Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see
-/// index.d.ts), which is the API to use. It validates its options like `FixedWindow` does.
-#[napi(js_name = "FixedWindowEngine")]
-pub struct JsFixedWindow {
-    engine: CountingEngine<FixedWindow>,
-}
-
-#[napi]
-impl JsFixedWindow {
-    /// Builds fixed window counters in memory, or on `store` when one is given.
-    /// Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
-    #[napi(
-        constructor,
-        catch_unwind,
-        ts_args_type = "options: FixedWindowOptions, store?: RedisStore | null"
-    )]
-    pub fn new(env: Env, options: Unknown, store: Option<&JsRedisStore>) -> napi::Result<Self> {
-        CountingEngine::build(options, store, "FixedWindow options")
-            .map(|engine| Self { engine })
-            .map_err(|failure| js_error(&env, failure))
-    }
-
-    /// The engine under `FixedWindow`: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
-    /// an array of ids, with the call options `{ now, weight }`. Answers as
-    /// `RollingWindow.run` does; the five numbers are allowed, timeLeft, remaining, limit and
-    /// resetAfter.
-    #[napi(
-        catch_unwind,
-        ts_args_type = "mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array"
-    )]
-    pub fn run(
-        &self,
-        env: Env,
-        mode: u32,
-        ids: Unknown,
-        options: Option<Unknown>,
-        ticket: f64,
-        mut out: Float64ArraySlice,
-    ) -> napi::Result<bool> {
-        self.engine
-            .run(&env, mode, ids, options, ticket, &mut out)
-            .map_err(|failure| js_error(&env, failure))
-    }
-
-    /// How many ids the in-memory store holds counters for (always `0` on Redis).
-    #[napi(getter, catch_unwind)]
-    pub fn tracked_ids(&self) -> u32 {
-        self.engine.tracked_ids()
-    }
-}
+counting_class!(
+    /// Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see
+    /// index.d.ts), which is the API to use. It validates its options like `FixedWindow` does.
+    JsFixedWindow = "FixedWindowEngine" over FixedWindow, options "options: FixedWindowOptions, store?: RedisStore | null");
 
 impl Counting for FixedWindow {
     type State = Counters;

@@ -20,6 +20,7 @@ macro_rules! lua_script {
 
 pub mod backend;
 pub mod bucket_circle;
+#[macro_use]
 pub mod counting;
 pub mod dispatch;
 pub mod fixed_window;

@@ -1,20 +1,16 @@
 //! `SlidingWindowEngine`: the precision sliding window (`src/sliding_window.rs`) on memory or
 //! Redis.
 //!
-//! `lib/sliding-window.js` builds the `SlidingWindow` class (`consume`, `peek`, `reset`) on this,
+//! `lib/counting.js` builds the `SlidingWindow` class (`consume`, `peek`, `reset`) on this,
 //! through `lib/engine.js`.
 
 use std::sync::LazyLock;
 
-use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
-use napi::Env;
 use napi_derive::napi;
 use redis::Script;
 
-use super::counting::{Counting, CountingEngine};
-use super::js_error;
+use super::counting::Counting;
 use super::options::OptionsReader;
-use super::redis_store::JsRedisStore;
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::sliding_window::{split_live, Buckets, SlidingWindow};
 use crate::time::Micros;
@@ -51,54 +47,10 @@ pub struct SlidingWindowOptions {
     pub clock: Option<String>,
 }
 
-/// The precision sliding window, in memory or on Redis: the native engine under
-/// `SlidingWindow` (see index.d.ts), which is the API to use.
-#[napi(js_name = "SlidingWindowEngine")]
-pub struct JsSlidingWindow {
-    engine: CountingEngine<SlidingWindow>,
-}
-
-#[napi]
-impl JsSlidingWindow {
-    /// Builds a sliding window in memory, or on `store` when one is given.
-    /// Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
-    #[napi(
-        constructor,
-        catch_unwind,
-        ts_args_type = "options: SlidingWindowOptions, store?: RedisStore | null"
-    )]
-    pub fn new(env: Env, options: Unknown, store: Option<&JsRedisStore>) -> napi::Result<Self> {
-        CountingEngine::build(options, store, "SlidingWindow options")
-            .map(|engine| Self { engine })
-            .map_err(|failure| js_error(&env, failure))
-    }
-
-    /// The engine under `SlidingWindow`: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
-    /// an array of ids, as `FixedWindowEngine.run` does.
-    #[napi(
-        catch_unwind,
-        ts_args_type = "mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array"
-    )]
-    pub fn run(
-        &self,
-        env: Env,
-        mode: u32,
-        ids: Unknown,
-        options: Option<Unknown>,
-        ticket: f64,
-        mut out: Float64ArraySlice,
-    ) -> napi::Result<bool> {
-        self.engine
-            .run(&env, mode, ids, options, ticket, &mut out)
-            .map_err(|failure| js_error(&env, failure))
-    }
-
-    /// How many ids the in-memory store holds buckets for (always `0` on Redis).
-    #[napi(getter, catch_unwind)]
-    pub fn tracked_ids(&self) -> u32 {
-        self.engine.tracked_ids()
-    }
-}
+counting_class!(
+    /// The precision sliding window, in memory or on Redis: the native engine under
+    /// `SlidingWindow` (see index.d.ts), which is the API to use.
+    JsSlidingWindow = "SlidingWindowEngine" over SlidingWindow, options "options: SlidingWindowOptions, store?: RedisStore | null");
 
 impl Counting for SlidingWindow {
     type State = Buckets;
