@@ -1,5 +1,5 @@
 -- Fixed window counters (src/fixed_window.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of() and answer_of().)
+-- (After lua/prelude.lua, which gives it now_of(), answer_of() and each_counting_call().)
 --
 -- One hash per identifier, at namespace + id, holds every limit's counter: field `<duration>`
 -- the count, field `<duration>:w` the index of the window it counts in (floor(now / duration),
@@ -77,12 +77,4 @@ local function judge(first_key, id_count, now, weight)
   return answer
 end
 
-local answers, next_key, arg = {}, 1, 2 * limit_count + 4
-while arg <= #ARGV do
-  local id_count = tonumber(ARGV[arg])
-  local ok, answer = pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
-  answer = answer_of(ok, answer)
-  answers[#answers + 1] = answer
-  next_key, arg = next_key + id_count, arg + 3
-end
-return answers
+return each_counting_call(2 * limit_count + 4, judge)

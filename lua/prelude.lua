@@ -25,3 +25,15 @@ local function answer_of(ok, answer)
   return type(answer) == 'table' and answer.err or tostring(answer)
 end
 
+-- The batch loop of the counting scripts (fixed and sliding window): each call's arguments are
+-- its number of identifiers N, its now and its weight, from ARGV[first_arg] on; its N keys
+-- follow the previous call's in KEYS. Answers judge(first_key, N, now, weight) per call.
+local function each_counting_call(first_arg, judge)
+  local answers, next_key, arg = {}, 1, first_arg
+  while arg <= #ARGV do
+    local id_count = tonumber(ARGV[arg])
+    answers[#answers + 1] = answer_of(pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2])))
+    next_key, arg = next_key + id_count, arg + 3
+  end
+  return answers
+end

@@ -1,5 +1,5 @@
 -- The precision sliding window (src/sliding_window.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of() and answer_of().)
+-- (After lua/prelude.lua, which gives it now_of(), answer_of() and each_counting_call().)
 --
 -- The layout is the seed's (over_limit_sliding_window): one hash per identifier, at
 -- namespace + id, holds every limit's buckets: field `<duration>:<precision>:<bucket>` the
@@ -80,12 +80,4 @@ local function judge(first_key, id_count, now, weight)
   return answer
 end
 
-local answers, next_key, arg = {}, 1, 4 * limit_count + 4
-while arg <= #ARGV do
-  local id_count = tonumber(ARGV[arg])
-  local ok, answer = pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
-  answer = answer_of(ok, answer)
-  answers[#answers + 1] = answer
-  next_key, arg = next_key + id_count, arg + 3
-end
-return answers
+return each_counting_call(4 * limit_count + 4, judge)

@@ -89,8 +89,13 @@ pub trait Counting: Clone + Send + Sync + 'static {
     fn from_options(r: &mut OptionsReader) -> Outcome<Self>;
     /// The script's leading arguments: the limits.
     fn shared_args(&self) -> Vec<String>;
-    /// How long an identifier's hash lives after its last write.
-    fn ttl(&self) -> Micros;
+    /// The longest duration of its limits.
+    fn longest_duration(&self) -> Micros;
+    /// How long an identifier's hash lives after its last write: the longest window, and a
+    /// second for clock skew (and tests' `now`).
+    fn ttl(&self) -> Micros {
+        self.longest_duration() + 1_000_000
+    }
     /// Appends an identifier's counts at `now` (`None`: no state yet).
     fn counts(&self, state: Option<&Self::State>, now: Micros, into: &mut Vec<u64>);
     /// Judges `weight` at `now` for `ids` identifiers whose counts are `counts`.

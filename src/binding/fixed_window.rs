@@ -81,9 +81,8 @@ impl Counting for FixedWindow {
         args
     }
 
-    fn ttl(&self) -> Micros {
-        // The hash outlives its longest window by a second (clock skew, tests' `now`).
-        self.limits().iter().map(|l| l.duration).max().unwrap_or(0) + 1_000_000
+    fn longest_duration(&self) -> Micros {
+        self.limits().iter().map(|l| l.duration).max().unwrap_or(0)
     }
 
     fn counts(&self, state: Option<&Counters>, now: Micros, into: &mut Vec<u64>) {
