@@ -267,7 +267,8 @@ export interface RollingWindowOptions {
   /**
    * Whether blocked attempts are recorded and count against later ones, as in
    * rolling-rate-limiter. Default `true`; with `false`, a client that keeps calling too fast
-   * still gets its share of actions through.
+   * still gets its share of actions through, and a refusal reports the wait and the actions
+   * remaining of the log without it.
    */
   recordBlocked?: boolean
   /**

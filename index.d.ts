@@ -35,7 +35,8 @@ export interface RateLimiterOptions {
   minDifference?: number
   /**
    * Whether blocked attempts are recorded and count against later ones. Default `true` (as
-   * rolling-rate-limiter); `false` lets a client that keeps calling too fast still get its share.
+   * rolling-rate-limiter); `false` lets a client that keeps calling too fast still get its share,
+   * and a refusal then reports the wait and the actions remaining of the log without it.
    */
   recordBlocked?: boolean
   /** Redis key prefix: the key of an id is `namespace + id`. Default `'ratekeeper:'`. */

@@ -107,6 +107,19 @@ for (const [name, create] of Object.entries(stores)) {
       assert.equal(await limiter.limit(id, at(10)), true)
     })
 
+    it('with recordBlocked: false, answers a refusal for the log without it', async () => {
+      // The push worker case: 2 per 3 s, 1 s apart; a deferred attempt must not push the next out.
+      const limiter = create({ interval: 3000, maxInInterval: 2, minDifference: 1000, recordBlocked: false })
+      assert.deepEqual(await limiter.limitWithInfo(id, at(0)), allowed(1000, 1))
+      assert.deepEqual(await limiter.limitWithInfo(id, at(3)), blockedByMinDifference(997, 1))
+      assert.deepEqual(await limiter.wouldLimitWithInfo(id, at(500)), blockedByMinDifference(500, 1))
+      assert.deepEqual(await limiter.limitWithInfo(id, at(1000)), allowed(2000, 0))
+      // Full: free when the action at 0 leaves the window, at 3000.
+      assert.deepEqual(await limiter.limitWithInfo(id, at(2500)), blockedByCount(500))
+      assert.deepEqual(await limiter.wouldLimitWithInfo(id, at(2600)), blockedByCount(400))
+      assert.equal(await limiter.limit(id, at(3000)), false)
+    })
+
     it('prevents actions less than minDifference apart', async () => {
       const limiter = create({ interval: 10, maxInInterval: 4, minDifference: 2 })
       assert.equal(await limiter.limit(id, at(0)), false)

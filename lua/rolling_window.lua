@@ -23,10 +23,11 @@
 --
 -- Reply, per call (or, when that call alone failed, e.g. WRONGTYPE, its error message as a
 -- string):
--- - "limit", "peek": { count, current, previous, anchor } (WindowFacts in src/rolling_window.rs):
---   the count of actions in the window with this one, the newest timestamp, the one before it
---   (read only when minDifference > 0) and the timestamp at index max(0, count - maxInInterval)
---   (read only when the window is full);
+-- - "limit", "peek": { count, current, previous, anchor, log_anchor } (WindowFacts in
+--   src/rolling_window.rs): the count of actions in the window with this one, the newest
+--   timestamp, the one before it (read only when minDifference > 0 or refusals are not
+--   recorded), the timestamp at index max(0, count - maxInInterval) (read only when the window is
+--   full), and for a refusal that is not recorded, the action whose leaving makes room (else 0);
 -- - "consume", "check": { now, in_window, newest, anchor } (LogFacts; 0 for an absent newest or
 --   anchor), before this call;
 -- - "entries": { score, member, score, member, ... } of the actions in the window.
@@ -42,13 +43,24 @@ local function score_at(key, rank)
   return tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
 end
 
+-- For an attempt that is not recorded (recordBlocked false): the k-th oldest of the in_window
+-- actions in the window, k = count - maxInInterval (count with the attempt), when k >= 1: the
+-- window has room once it leaves. 0 otherwise.
+local function unrecorded_anchor(key, count, in_window)
+  local k = count - max_in_interval
+  if record_blocked or k < 1 or k > in_window then
+    return 0
+  end
+  return score_at(key, k - 1 - in_window)
+end
+
 -- As rolling-rate-limiter's wouldLimit: the attempt is appended after the stored log.
 local function peek_at(key, now)
   local window_start = now - interval
   local in_window = redis.call('ZCOUNT', key, string.format('(%.17g', window_start), '+inf')
   local count = in_window + 1
   local previous, anchor = 0, now
-  if in_window > 0 and min_difference > 0 then
+  if in_window > 0 and (min_difference > 0 or not record_blocked) then
     previous = score_at(key, -1)
   end
   if count >= max_in_interval then
@@ -57,7 +69,7 @@ local function peek_at(key, now)
       anchor = score_at(key, anchor_index - in_window)
     end
   end
-  return { count, now, previous, anchor }
+  return { count, now, previous, anchor, unrecorded_anchor(key, count, in_window) }
 end
 
 local function limit_at(key, now, member)
@@ -79,8 +91,10 @@ local function limit_at(key, now, member)
   end
   local blocked = count > max_in_interval
     or (count >= 2 and min_difference > 0 and current - previous < min_difference)
+  local log_anchor = 0
   if blocked and not record_blocked then
     redis.call('ZREM', key, member)
+    log_anchor = unrecorded_anchor(key, count, count - 1)
   elseif count > max_in_interval then
     redis.call('ZREMRANGEBYRANK', key, 0, count - max_in_interval - 1)
   end
@@ -88,7 +102,7 @@ local function limit_at(key, now, member)
   -- (interval in whole seconds, rounded up) plus one second, so that a key outlives clock skew
   -- and calls whose `now` runs ahead of the server's clock (as in tests) by up to a second.
   redis.call('EXPIRE', key, math.ceil(interval / 1000000) + 1)
-  return { count, current, previous, anchor }
+  return { count, current, previous, anchor, log_anchor }
 end
 
 -- The sliding log: only allowed actions are logged, `weight` of them, with `meta`.

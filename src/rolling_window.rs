@@ -135,6 +135,18 @@ impl RollingWindow {
         }
     }
 
+    /// The answer to a blocked attempt that was not recorded (`record_blocked` is false):
+    /// rolling-rate-limiter's formula assumes the attempt was recorded, so the wait and the
+    /// actions remaining are those of the log without it (as the sliding log's).
+    pub fn unrecorded(&self, info: WindowInfo, log: &LogFacts, now: Micros) -> WindowInfo {
+        let verdict = self.judge(log, 1, now);
+        WindowInfo {
+            micros_until_allowed: verdict.time_left,
+            actions_remaining: verdict.remaining as u32,
+            ..info
+        }
+    }
+
     /// The index of the anchor in a log of `count` timestamps.
     pub fn anchor_index(&self, count: usize) -> usize {
         count.saturating_sub(self.max_in_interval)
@@ -219,9 +231,9 @@ impl Timeline {
         let info = window.info(&self.facts(window));
         if info.blocked && !window.record_blocked() {
             self.entries.remove(position);
-        } else {
-            self.cap(window);
+            return window.unrecorded(info, &self.log_facts(window, now, 1), now);
         }
+        self.cap(window);
         info
     }
 
@@ -242,12 +254,16 @@ impl Timeline {
         } else {
             None
         };
-        window.info(&WindowFacts {
+        let info = window.info(&WindowFacts {
             count,
             current: now,
             previous,
             anchor,
-        })
+        });
+        if info.blocked && !window.record_blocked() {
+            return window.unrecorded(info, &self.log_facts(window, now, 1), now);
+        }
+        info
     }
 
     /// The sliding log's facts at `now` for a call of `weight`.
@@ -412,7 +428,16 @@ mod tests {
         for _ in 0..3 {
             assert!(!t.attempt(&w, 0).blocked);
         }
-        assert!(t.attempt(&w, 9 * MS).blocked);
+        let refused = t.attempt(&w, 9 * MS);
+        // Not recorded: free again when the first of the three at 0 leaves, at 10 ms.
+        assert_eq!(
+            (
+                refused.blocked,
+                refused.millis_until_allowed(),
+                refused.actions_remaining
+            ),
+            (true, 1, 0)
+        );
         assert_eq!(t.len(), 3);
         // The three at 0 have left the window: three more fit.
         for _ in 0..3 {
@@ -422,6 +447,24 @@ mod tests {
     }
 
     // rolling-rate-limiter 0.4.2, "prevents actions less than minDistance apart".
+    #[test]
+    fn an_unrecorded_refusal_waits_only_for_the_gap() {
+        // The push worker case: 2 per 3 s, 1 s apart, refusals not recorded.
+        let w = RollingWindow::new(3000.0, 2.0, 1000.0, false).unwrap();
+        let mut t = Timeline::default();
+        assert!(!t.attempt(&w, 0).blocked);
+        let refused = t.attempt(&w, 3 * MS);
+        assert_eq!(
+            (
+                refused.blocked_due_to_min_difference,
+                refused.millis_until_allowed(),
+                refused.actions_remaining
+            ),
+            (true, 997, 1)
+        );
+        assert!(!t.attempt(&w, 1000 * MS).blocked);
+    }
+
     #[test]
     fn min_difference_blocks_close_actions() {
         let w = window(10.0, 4.0, 2.0);

@@ -40,7 +40,8 @@ pub struct RollingWindowOptions {
     pub min_difference: Option<f64>,
     /// Whether blocked attempts are recorded and count against later ones, as in
     /// rolling-rate-limiter. Default `true`; with `false`, a client that keeps calling too fast
-    /// still gets its share of actions through.
+    /// still gets its share of actions through, and a refusal reports the wait and the actions
+    /// remaining of the log without it.
     pub record_blocked: Option<bool>,
     /// Prefix of the Redis keys (the key of an id is `namespace + id`, as in
     /// rolling-rate-limiter). Default `'ratekeeper:'`. Ignored in memory.
@@ -454,7 +455,7 @@ fn answer_values(
             ErrorCode::StoreError,
             "the sliding log script answered a wrong number of values",
         )),
-        _ => Ok(values(&window.info(&facts_from_reply(&reply)?))),
+        _ => Ok(values(&info_from_reply(window, &reply)?)),
     }
 }
 
@@ -475,22 +476,34 @@ fn batcher(window: &RollingWindow, target: &RedisTarget, mode: &str) -> ScriptBa
     )
 }
 
-/// Reads the script's `{ count, current, previous, anchor }`.
-fn facts_from_reply(reply: &[i64]) -> Outcome<WindowFacts> {
-    let &[count, current, previous, anchor] = reply else {
+/// Answers rolling-rate-limiter's way from the script's
+/// `{ count, current, previous, anchor, log_anchor }`.
+fn info_from_reply(window: &RollingWindow, reply: &[i64]) -> Outcome<WindowInfo> {
+    let &[count, current, previous, anchor, log_anchor] = reply else {
         return Err(Failure::error(
             ErrorCode::StoreError,
             format!(
-                "the rolling window script answered {} values instead of 4",
+                "the rolling window script answered {} values instead of 5",
                 reply.len()
             ),
         ));
     };
     let count = usize::try_from(count).unwrap_or(0);
-    Ok(WindowFacts {
+    let previous = (count >= 2).then_some(previous);
+    let info = window.info(&WindowFacts {
         count,
         current,
-        previous: (count >= 2).then_some(previous),
+        previous,
         anchor,
-    })
+    });
+    if !info.blocked || window.record_blocked() {
+        return Ok(info);
+    }
+    // The attempt was not recorded: answer for the log without it.
+    let log = LogFacts {
+        in_window: count.saturating_sub(1),
+        newest: previous,
+        anchor: (count > window.max_in_interval()).then_some(log_anchor),
+    };
+    Ok(window.unrecorded(info, &log, current))
 }
