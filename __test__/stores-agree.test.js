@@ -1,0 +1,111 @@
+'use strict'
+
+// The two stores are one algorithm: the same seeded random calls (ids, weights, time moving
+// forward by random steps) get the same answers in memory and on Redis, for every limiter. A
+// difference means a Lua script and its Rust twin disagree.
+
+const { describe, it } = require('node:test')
+const assert = require('node:assert/strict')
+
+const { RateLimiter, SlidingLog, FixedWindow, SlidingWindow, createRateLimit } = require('..')
+const { useRedisServer } = require('./helpers/redis-server.js')
+
+const redis = useRedisServer()
+
+/** A small deterministic generator (mulberry32), so that a failure can be replayed. */
+function random(seed) {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const CALLS = 400
+const T0 = 1_700_000_000_000
+
+/**
+ * Runs `CALLS` random calls on both limiters; `step(limiter, rand, now)` makes one call and
+ * returns its answer (or the error's code).
+ */
+async function compare(name, create, step) {
+  for (const seed of [1, 2, 3]) {
+    const memory = create({})
+    const onRedis = create({ client: redis.server.url, namespace: `agree-${name}-${seed}:` })
+    const rand = random(seed)
+    let now = T0
+    for (let call = 0; call < CALLS; call++) {
+      now += Math.floor(rand() * 400)
+      const state = rand()
+      const answer = async (limiter) => {
+        try {
+          return await step(limiter, random(state * 4294967296), now)
+        } catch (error) {
+          return error.code
+        }
+      }
+      const [a, b] = [await answer(memory), await answer(onRedis)]
+      assert.deepEqual(b, a, `${name}, seed ${seed}, call ${call} at +${now - T0} ms`)
+    }
+  }
+}
+
+const pick = (rand, items) => items[Math.floor(rand() * items.length)]
+const ids = ['a', 'b', 'c']
+
+describe('memory and Redis answer alike', () => {
+  for (const recordBlocked of [true, false]) {
+    it(`the rolling window (recordBlocked: ${recordBlocked})`, () =>
+      compare(`rolling-${recordBlocked}`, (o) => new RateLimiter({ interval: 2000, maxInInterval: 4, minDifference: 150, recordBlocked, ...o }), (limiter, rand, now) => {
+        const id = pick(rand, ids)
+        const r = rand()
+        if (r < 0.6) return limiter.limitWithInfo(id, { now })
+        if (r < 0.9) return limiter.wouldLimitWithInfo(id, { now })
+        return limiter.clear(id)
+      }))
+  }
+
+  it('the sliding log', () =>
+    compare('log', (o) => new SlidingLog({ interval: 2000, maxInInterval: 5, minDifference: 100, ...o }), (limiter, rand, now) => {
+      const id = pick(rand, ids)
+      const weight = 1 + Math.floor(rand() * 3)
+      const r = rand()
+      if (r < 0.6) return limiter.consume(id, { now, weight, meta: `m${Math.floor(rand() * 3)}` })
+      if (r < 0.8) return limiter.peek(id, { now, weight })
+      if (r < 0.95) return limiter.entries(id, { now })
+      return limiter.reset(id)
+    }))
+
+  it('the fixed window', () =>
+    compare('fixed', (o) => new FixedWindow({ limits: [{ duration: 1000, limit: 5 }, { duration: 5000, limit: 12 }], ...o }), (limiter, rand, now) => {
+      const callIds = rand() < 0.5 ? pick(rand, ids) : [pick(rand, ids), pick(rand, ids)]
+      const weight = 1 + Math.floor(rand() * 4)
+      const r = rand()
+      if (r < 0.7) return limiter.consume(callIds, { now, weight })
+      if (r < 0.95) return limiter.peek(callIds, { now, weight })
+      return limiter.reset(callIds)
+    }))
+
+  it('the sliding window', () =>
+    compare('sliding', (o) => new SlidingWindow({ limits: [{ duration: 1000, limit: 6, precision: 200 }, { duration: 4000, limit: 15, precision: 1000 }], ...o }), (limiter, rand, now) => {
+      const callIds = rand() < 0.5 ? pick(rand, ids) : [pick(rand, ids), pick(rand, ids)]
+      const weight = 1 + Math.floor(rand() * 4)
+      const r = rand()
+      if (r < 0.7) return limiter.consume(callIds, { now, weight })
+      if (r < 0.95) return limiter.peek(callIds, { now, weight })
+      return limiter.reset(callIds)
+    }))
+
+  it("redback's bucket circle", () =>
+    compare('redback', (o) => createRateLimit('agree', { bucket_span: 10, bucket_interval: 1, ...o }), (limiter, rand, now) => {
+      const id = pick(rand, ids)
+      const interval = Math.floor(rand() * 11)
+      const r = rand()
+      if (r < 0.5) return limiter.add(id, { now })
+      if (r < 0.8) return limiter.count(id, interval, { now })
+      return limiter.addCount(id, interval, { now })
+    }))
+})
