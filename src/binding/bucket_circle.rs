@@ -18,8 +18,8 @@ use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
 use crate::bucket_circle::{BucketCircle, Circle};
 use crate::error::{ErrorCode, Failure, Outcome};
+use crate::store::batch::ScriptBatcher;
 use crate::store::memory::MemoryStore;
-use crate::store::redis::ScriptBatcher;
 use crate::time::{now_argument, Micros};
 
 static SCRIPT: LazyLock<Script> = lua_script!("bucket_circle");

@@ -13,8 +13,9 @@ use super::input::{call_options, ids, CallOptions, Takes};
 use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
 use crate::error::{ErrorCode, Failure, Outcome};
+use crate::store::batch::ScriptBatcher;
 use crate::store::memory::MemoryStore;
-use crate::store::redis::{check_one_slot, ScriptBatcher};
+use crate::store::slot::check_one_slot;
 use crate::time::Micros;
 use crate::verdict::Verdict;
 

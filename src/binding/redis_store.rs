@@ -9,7 +9,8 @@ use napi_derive::napi;
 use super::options::{string_value, OptionsReader};
 use super::{js_error, rejected};
 use crate::error::{ErrorCode, Failure, Outcome};
-use crate::store::redis::{RedisConfig, RedisSettings, RedisStore};
+use crate::store::redis::RedisStore;
+use crate::store::redis_config::{RedisConfig, RedisSettings};
 
 /// How to reach Redis. Every field is optional; a plain string is taken as `url`.
 ///

@@ -19,8 +19,9 @@ use super::redis_store::JsRedisStore;
 use super::{js_error, rejected};
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::rolling_window::{LogFacts, RollingWindow, Timeline, WindowFacts, WindowInfo};
+use crate::store::batch::ScriptBatcher;
 use crate::store::memory::MemoryStore;
-use crate::store::redis::{unique_member, ScriptBatcher};
+use crate::store::redis::unique_member;
 use crate::time::Micros;
 
 static SCRIPT: LazyLock<Script> = lua_script!("rolling_window");

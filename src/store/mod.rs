@@ -1,7 +1,11 @@
-//! Where limiter state lives: in this process ([`memory`]) or in Redis ([`redis`]).
+//! Where limiter state lives: in this process ([`memory`]) or in Redis ([`redis`], configured by
+//! [`redis_config`], its script calls batched by [`batch`], Cluster slots checked by [`slot`]).
 //!
 //! Stores know nothing of the algorithms: the memory store keeps one state value per id, the
-//! Redis store runs a Lua script on one key. The algorithms' modules say what the state is.
+//! Redis store runs Lua scripts. The algorithms' modules say what the state is.
 
+pub mod batch;
 pub mod memory;
 pub mod redis;
+pub mod redis_config;
+pub mod slot;

@@ -1,0 +1,173 @@
+//! Batching the calls of a script: concurrent calls of one limiter leave together in one
+//! EVALSHA, with a key (or a few) per call.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use redis::{Script, Value};
+use tokio::sync::mpsc;
+
+use super::redis::RedisStore;
+use crate::error::{ErrorCode, Failure, Outcome};
+
+/// The most calls one EVALSHA carries.
+const MAX_BATCH: usize = 256;
+
+/// Batches of one batcher in flight at once: two, so that Redis runs one while the next fills.
+const BATCHES_IN_FLIGHT: usize = 2;
+
+/// What to do with a call's answer; it runs on the runtime's thread.
+pub type Answered = Box<dyn FnOnce(Outcome<Value>) + Send>;
+
+/// Sends the calls of one script that share their leading arguments together: one EVALSHA with
+/// the keys and arguments of every call waiting, at most [`MAX_BATCH`] calls.
+///
+/// At most [`BATCHES_IN_FLIGHT`] batches are in flight: meanwhile new calls queue up and leave
+/// together in the next one. Under load this spreads the script's fixed cost (and a round trip)
+/// over many calls; at low load a call leaves at once, alone. Every call is answered within `commandTimeoutMs` of
+/// its submission. On a Cluster, whose keys live on different nodes, every call is sent alone.
+///
+/// The script's contract: `ARGV` holds the shared arguments, then each call's arguments in turn;
+/// `KEYS` each call's keys in turn (the script knows from the arguments how many are whose); the
+/// reply holds one answer per call, in order: an array, or the error message (a string) of a
+/// call that failed alone.
+pub struct ScriptBatcher {
+    store: Arc<RedisStore>,
+    script: &'static Script,
+    shared: Arc<Vec<String>>,
+    runtime: tokio::runtime::Handle,
+    queue: Option<mpsc::UnboundedSender<Call>>,
+}
+
+struct Call {
+    keys: Vec<String>,
+    args: Vec<String>,
+    since: Instant,
+    answered: Answered,
+}
+
+impl ScriptBatcher {
+    /// `runtime` runs the task that sends the batches.
+    pub fn new(
+        runtime: &tokio::runtime::Handle,
+        store: Arc<RedisStore>,
+        script: &'static Script,
+        shared: Vec<String>,
+    ) -> Self {
+        let shared = Arc::new(shared);
+        let queue = (!store.config().is_cluster()).then(|| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            runtime.spawn(send_batches(
+                store.clone(),
+                script,
+                shared.clone(),
+                receiver,
+            ));
+            sender
+        });
+        Self {
+            store,
+            script,
+            shared,
+            runtime: runtime.clone(),
+            queue,
+        }
+    }
+
+    /// Runs the script for one call; `answered` gets its answer, or the failure, within
+    /// `commandTimeoutMs`.
+    pub fn submit(&self, keys: Vec<String>, args: Vec<String>, answered: Answered) {
+        let call = Call {
+            keys,
+            args,
+            since: Instant::now(),
+            answered,
+        };
+        let Some(queue) = &self.queue else {
+            let (store, script, shared) = (self.store.clone(), self.script, self.shared.clone());
+            self.runtime.spawn(async move {
+                let calls = [(call.keys, call.args)];
+                let answer = store
+                    .bounded(store.eval_batch(script, &shared, &calls))
+                    .await
+                    .and_then(|mut answers| answers.pop().unwrap_or_else(|| Err(short_reply())));
+                (call.answered)(answer);
+            });
+            return;
+        };
+        if let Err(unsent) = queue.send(call) {
+            (unsent.0.answered)(Err(Failure::error(
+                ErrorCode::Internal,
+                "the batch sender stopped",
+            )));
+        }
+    }
+}
+
+async fn send_batches(
+    store: Arc<RedisStore>,
+    script: &'static Script,
+    shared: Arc<Vec<String>>,
+    mut receiver: mpsc::UnboundedReceiver<Call>,
+) {
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT));
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    loop {
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            return;
+        };
+        if receiver.recv_many(&mut batch, MAX_BATCH).await == 0 {
+            return;
+        }
+        let calls = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
+        let (store, shared) = (store.clone(), shared.clone());
+        tokio::spawn(async move {
+            send_batch(&store, script, &shared, calls).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Sends one batch and hands out its answers.
+async fn send_batch(store: &RedisStore, script: &Script, shared: &[String], batch: Vec<Call>) {
+    // Calls that spent their whole timeout queued fail now; the batch gets what is left of the
+    // oldest remaining call's timeout.
+    let timeout = store.config().command_timeout();
+    let now = Instant::now();
+    let (expired, live): (Vec<_>, Vec<_>) = batch
+        .into_iter()
+        .partition(|call| now.duration_since(call.since) >= timeout);
+    for call in expired {
+        (call.answered)(Err(store.timeout_failure()));
+    }
+    let Some(oldest) = live.iter().map(|call| call.since).min() else {
+        return;
+    };
+    let budget = timeout.saturating_sub(now.duration_since(oldest));
+    let (calls, answered): (Vec<_>, Vec<_>) = live
+        .into_iter()
+        .map(|call| ((call.keys, call.args), call.answered))
+        .unzip();
+    match store
+        .bounded_for(budget, store.eval_batch(script, shared, &calls))
+        .await
+    {
+        Ok(answers) => {
+            for (answered, answer) in answered.into_iter().zip(answers) {
+                answered(answer);
+            }
+        }
+        Err(failure) => {
+            for answered in answered {
+                answered(Err(failure.clone()));
+            }
+        }
+    }
+}
+
+pub(super) fn short_reply() -> Failure {
+    Failure::error(
+        ErrorCode::StoreError,
+        "the script answered fewer values than it was given keys",
+    )
+}
