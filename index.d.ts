@@ -436,7 +436,11 @@ export interface RateLimitMiddlewareOptions {
    * `SlidingWindow`). Each request consumes one action; refused ones are not counted. Required.
    */
   limiter: { consume(id: Id): Promise<Verdict> }
-  /** The id of a request. Default `req => req.ip`. */
+  /**
+   * The id of a request. Default `req => req.ip`. A request for which it gives `undefined` or
+   * `null` is passed to Express as an `ERR_INVALID_ID` error (it would otherwise share one
+   * global limit with every other such request).
+   */
   key?: (req: any) => Id
   /**
    * Set `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the

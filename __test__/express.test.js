@@ -80,6 +80,19 @@ describe('rateLimit middleware', () => {
     }
   })
 
+  it('refuses a request whose key is missing instead of sharing one global limit', async () => {
+    const limiter = new RateLimiter({ interval: 60_000, maxInInterval: 1 })
+    const { url, close } = await serve(appWith({ limiter, key: (req) => req.query.user }))
+    try {
+      const response = await fetch(url)
+      assert.equal(response.status, 500)
+      assert.equal(await response.text(), 'error: ERR_INVALID_ID')
+      assert.equal((await fetch(`${url}/?user=a`)).status, 200)
+    } finally {
+      await close()
+    }
+  })
+
   it('validates its options', () => {
     assert.throws(() => rateLimit(), { code: 'ERR_INVALID_OPTION' })
     assert.throws(() => rateLimit({ limiter: {} }), { code: 'ERR_INVALID_OPTION' })

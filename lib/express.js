@@ -56,6 +56,10 @@ function rateLimit(options) {
     } catch (error) {
       return next(error)
     }
+    // Without an id every request would share the limiter's one global limit: refuse instead.
+    if (id === undefined || id === null) {
+      return next(typeError('ERR_INVALID_ID', '`key(req)` gave no id (is `req.ip` set? behind a proxy, set Express\'s `trust proxy`)'))
+    }
     limiter.consume(id).then(
       (answer) => {
         if (headers) setHeaders(res, answer)
