@@ -348,7 +348,9 @@ export interface SlidingWindowLimit {
 /**
  * The precision sliding window: no reset for everyone at the top of the window. Many limits
  * share one hash per id, in the layout of the seed's `over_limit_sliding_window`
- * (namespace default `'ratekeeper:sliding:'`).
+ * (namespace default `'ratekeeper:sliding:'`). Like the seed, it expects an id's calls to come in
+ * time order: keep the default Redis clock rather than `clock: 'local'` on hosts whose clocks
+ * differ (a late call may count against buckets that were already forgotten).
  *
  * ```js
  * const { SlidingWindow } = require('ratekeeper')

@@ -1,8 +1,9 @@
 'use strict'
 
 // The two stores are one algorithm: the same seeded random calls (ids, weights, time moving
-// forward by random steps) get the same answers in memory and on Redis, for every limiter. A
-// difference means a Lua script and its Rust twin disagree.
+// forward by random steps, and now and then back, as from a host whose clock is behind) get the
+// same answers in memory and on Redis, for every limiter. A difference means a Lua script and its
+// Rust twin disagree.
 
 const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
@@ -29,16 +30,18 @@ const T0 = 1_700_000_000_000
 
 /**
  * Runs `CALLS` random calls on both limiters; `step(limiter, rand, now)` makes one call and
- * returns its answer (or the error's code).
+ * returns its answer (or the error's code). With `late`, one step in ten goes back in time.
  */
-async function compare(name, create, step) {
+async function compare(name, create, step, late = true) {
   for (const seed of [1, 2, 3]) {
     const memory = create({})
     const onRedis = create({ client: redis.server.url, namespace: `agree-${name}-${seed}:` })
     const rand = random(seed)
     let now = T0
     for (let call = 0; call < CALLS; call++) {
-      now += Math.floor(rand() * 400)
+      const back = rand() < 0.1
+      const jump = Math.floor(rand() * (back ? 1500 : 400))
+      now = Math.max(T0, back && late ? now - jump : now + jump)
       const state = rand()
       const answer = async (limiter) => {
         try {
@@ -89,7 +92,9 @@ describe('memory and Redis answer alike', () => {
       return limiter.reset(callIds)
     }))
 
-  it('the sliding window', () =>
+  // Late calls are out of scope for the sliding window (as in the seed, which refuses them): its
+  // bounded clean-up of old buckets can then leave one that a later late call still reads.
+  it('the sliding window (time moving forward)', () =>
     compare('sliding', (o) => new SlidingWindow({ limits: [{ duration: 1000, limit: 6, precision: 200 }, { duration: 4000, limit: 15, precision: 1000 }], ...o }), (limiter, rand, now) => {
       const callIds = rand() < 0.5 ? pick(rand, ids) : [pick(rand, ids), pick(rand, ids)]
       const weight = 1 + Math.floor(rand() * 4)
@@ -97,7 +102,7 @@ describe('memory and Redis answer alike', () => {
       if (r < 0.7) return limiter.consume(callIds, { now, weight })
       if (r < 0.95) return limiter.peek(callIds, { now, weight })
       return limiter.reset(callIds)
-    }))
+    }, false))
 
   it("redback's bucket circle", () =>
     compare('redback', (o) => createRateLimit('agree', { bucket_span: 10, bucket_interval: 1, ...o }), (limiter, rand, now) => {

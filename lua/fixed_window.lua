@@ -44,15 +44,20 @@ local function judge(first_key, id_count, now, weight)
   for j = 1, limit_count do
     windows[j] = math.floor(now / durations[j])
   end
+  local counted = {}
   for i = 0, id_count - 1 do
     local stored = redis.call('HMGET', KEYS[first_key + i], unpack(fields))
     -- The TTL is renewed when the longest window changes: set then, it outlives that window.
     renew[i] = tonumber(stored[2 * longest]) ~= windows[longest]
     for j = 1, limit_count do
-      local count = 0
-      if tonumber(stored[2 * j]) == windows[j] then
-        count = tonumber(stored[2 * j - 1])
+      -- A counter never moves back to an older window: a late call (a host with a slow clock)
+      -- counts in the newer window it is in (see Counters in src/fixed_window.rs).
+      local count, window = 0, windows[j]
+      local stored_window = tonumber(stored[2 * j])
+      if stored_window and stored_window >= windows[j] then
+        count, window = tonumber(stored[2 * j - 1]), stored_window
       end
+      counted[i * limit_count + j] = window
       answer[#answer + 1] = count
       if count + weight > limits[j] then
         allowed = false
@@ -66,7 +71,7 @@ local function judge(first_key, id_count, now, weight)
         values[#values + 1] = fields[2 * j - 1]
         values[#values + 1] = answer[1 + i * limit_count + j] + weight
         values[#values + 1] = fields[2 * j]
-        values[#values + 1] = windows[j]
+        values[#values + 1] = counted[i * limit_count + j]
       end
       redis.call('HSET', key, unpack(values))
       if renew[i] then

@@ -117,22 +117,26 @@ pub struct Counters {
 
 impl Counters {
     /// The counts at `now`, one per limit (0 for a window that has ended), appended to `into`.
+    ///
+    /// A counter never moves back to an older window: a call whose `now` is behind (a host with a
+    /// slow clock) counts in the newer window the counter is in, so that two skewed hosts cannot
+    /// keep resetting each other's counts.
     pub fn counts_at(&self, limiter: &FixedWindow, now: Micros, into: &mut Vec<u64>) {
         into.extend(
             (0..limiter.limits.len()).map(|j| match self.windows.get(j) {
-                Some(&(window, count)) if window == limiter.window(j, now) => count,
+                Some(&(window, count)) if window >= limiter.window(j, now) => count,
                 _ => 0,
             }),
         );
     }
 
-    /// Counts `weight` in every limit's current window.
+    /// Counts `weight` in every limit's current window (or the newer one a counter is in).
     pub fn add(&mut self, limiter: &FixedWindow, weight: u64, now: Micros) {
         self.windows.resize(limiter.limits.len(), (i64::MIN, 0));
         for (j, slot) in self.windows.iter_mut().enumerate() {
             let window = limiter.window(j, now);
             *slot = match *slot {
-                (current, count) if current == window => (window, count + weight),
+                (counted, count) if counted >= window => (counted, count + weight),
                 _ => (window, weight),
             };
         }
@@ -303,6 +307,17 @@ mod tests {
         let mut counts = Vec::new();
         user.counts_at(&w, 10, &mut counts);
         assert_eq!(counts, [0]);
+    }
+
+    #[test]
+    fn a_late_call_counts_in_the_newer_window() {
+        // Two hosts, one a second behind: the late one must not reset the counter.
+        let w = limiter(&[(1000.0, 2.0)]);
+        let mut c = Counters::default();
+        assert!(consume(&w, &mut [&mut c], 1, 1000 * MS).allowed);
+        assert!(consume(&w, &mut [&mut c], 1, 999 * MS).allowed);
+        assert!(!consume(&w, &mut [&mut c], 1, 1001 * MS).allowed);
+        assert!(!consume(&w, &mut [&mut c], 1, 998 * MS).allowed);
     }
 
     #[test]

@@ -281,15 +281,25 @@ impl Timeline {
         }
     }
 
-    /// Logs `weight` actions at `now` with `meta` (the sliding log, after an allowed verdict).
-    pub fn log(
+    /// The sliding log's `consume`: forgets what left the window (as the Lua script does, allowed
+    /// or not), judges, and logs `weight` actions with `meta` when they are allowed.
+    pub fn consume(
         &mut self,
         window: &RollingWindow,
         now: Micros,
         weight: u64,
         meta: Option<Arc<str>>,
-    ) {
+    ) -> Verdict {
         self.forget_before(window.window_start(now));
+        let verdict = window.judge(&self.log_facts(window, now, weight), weight, now);
+        if verdict.allowed {
+            self.log(window, now, weight, meta);
+        }
+        verdict
+    }
+
+    /// Logs `weight` actions at `now` with `meta`.
+    fn log(&mut self, window: &RollingWindow, now: Micros, weight: u64, meta: Option<Arc<str>>) {
         let position = self.entries.partition_point(|e| e.at <= now);
         let entry = Entry { at: now, meta };
         for _ in 0..weight.min(window.max_in_interval() as u64) {
@@ -500,13 +510,8 @@ mod tests {
         assert!(t.is_idle(&w, 10 * MS));
     }
 
-    /// The sliding log: judge, then log when allowed.
     fn consume(w: &RollingWindow, t: &mut Timeline, weight: u64, now: Micros) -> Verdict {
-        let verdict = w.judge(&t.log_facts(w, now, weight), weight, now);
-        if verdict.allowed {
-            t.log(w, now, weight, None);
-        }
-        verdict
+        t.consume(w, now, weight, None)
     }
 
     #[test]
@@ -557,11 +562,26 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_consume_still_forgets_what_left_the_window() {
+        // As on Redis: a late call (a slow host's clock) must not see entries a refused call at a
+        // later instant already dropped.
+        let w = window(10.0, 2.0, 0.0);
+        let mut t = Timeline::default();
+        consume(&w, &mut t, 1, 0);
+        consume(&w, &mut t, 1, 8 * MS);
+        // Refused at 11 ms, after forgetting the action at 0.
+        assert!(!consume(&w, &mut t, 2, 11 * MS).allowed);
+        assert_eq!(t.len(), 1);
+        // A call from 9 ms finds room.
+        assert!(consume(&w, &mut t, 1, 9 * MS).allowed);
+    }
+
+    #[test]
     fn entries_keep_their_metadata() {
         let w = window(10.0, 3.0, 0.0);
         let mut t = Timeline::default();
-        t.log(&w, 0, 1, Some("user-1".into()));
-        t.log(&w, MS, 2, Some("user-2".into()));
+        t.consume(&w, 0, 1, Some("user-1".into()));
+        t.consume(&w, MS, 2, Some("user-2".into()));
         let metas: Vec<_> = t
             .entries(&w, 5 * MS)
             .map(|e| (e.at, e.meta.as_deref().map(str::to_owned)))

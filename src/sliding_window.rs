@@ -168,14 +168,21 @@ impl Buckets {
         }
     }
 
-    /// Counts `weight` in every limit's current bucket, dropping buckets out of the window.
-    pub fn add(&mut self, window: &SlidingWindow, weight: u64, now: Micros) {
-        self.per_limit.resize(window.limits.len(), VecDeque::new());
+    /// Drops the buckets that left the window at `now`.
+    pub fn forget(&mut self, window: &SlidingWindow, now: Micros) {
         for (j, buckets) in self.per_limit.iter_mut().enumerate() {
             let first = window.first_live_bucket(j, now);
             while buckets.front().is_some_and(|&(bucket, _)| bucket < first) {
                 buckets.pop_front();
             }
+        }
+    }
+
+    /// Counts `weight` in every limit's current bucket, dropping buckets out of the window.
+    pub fn add(&mut self, window: &SlidingWindow, weight: u64, now: Micros) {
+        self.per_limit.resize(window.limits.len(), VecDeque::new());
+        self.forget(window, now);
+        for (j, buckets) in self.per_limit.iter_mut().enumerate() {
             let current = window.bucket(j, now);
             match buckets.iter_mut().find(|(bucket, _)| *bucket == current) {
                 Some((_, count)) => *count += weight,

@@ -103,6 +103,9 @@ pub trait Counting: Clone + Send + Sync + 'static {
     fn judge(&self, ids: usize, counts: &[u64], weight: u64, now: Micros) -> Outcome<Verdict>;
     /// Counts `weight` at `now`.
     fn add(&self, state: &mut Self::State, weight: u64, now: Micros);
+    /// Drops what no longer counts at `now`, as the script does on every consume (allowed or
+    /// not), so that a later call with an earlier `now` sees the same on both stores.
+    fn forget(&self, _state: &mut Self::State, _now: Micros) {}
     /// Whether a state no longer affects any answer.
     fn is_idle(&self, state: &Self::State, now: Micros) -> bool;
 }
@@ -227,6 +230,13 @@ impl<A: Counting> CountingEngine<A> {
                 store.remove(memory_id(id.as_deref()));
             }
             return Ok([0.0; VALUES]);
+        }
+        if mode == Mode::Consume {
+            for id in ids {
+                if let Some(state) = store.get_mut(memory_id(id.as_deref())) {
+                    algorithm.forget(state, now);
+                }
+            }
         }
         let mut counts = Vec::new();
         for id in ids {

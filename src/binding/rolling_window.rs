@@ -340,18 +340,17 @@ impl JsRollingWindow {
                 store.remove(id);
                 [0.0; VALUES]
             }
-            Mode::Consume | Mode::Check => {
+            Mode::Consume => verdict_values(
+                &store
+                    .entry(id, now, |timeline, now| timeline.is_idle(window, now))
+                    .consume(window, now, call.weight, call.meta.map(Arc::from)),
+            ),
+            Mode::Check => {
                 let facts = store.get(id).map_or_else(
                     || Timeline::default().log_facts(window, now, call.weight),
                     |t| t.log_facts(window, now, call.weight),
                 );
-                let verdict = window.judge(&facts, call.weight, now);
-                if mode == Mode::Consume && verdict.allowed {
-                    store
-                        .entry(id, now, |timeline, now| timeline.is_idle(window, now))
-                        .log(window, now, call.weight, call.meta.map(Arc::from));
-                }
-                verdict_values(&verdict)
+                verdict_values(&window.judge(&facts, call.weight, now))
             }
         }
     }
@@ -478,13 +477,13 @@ fn batcher(window: &RollingWindow, target: &RedisTarget, mode: &str) -> ScriptBa
 }
 
 /// Answers rolling-rate-limiter's way from the script's
-/// `{ count, current, previous, anchor, log_anchor }`.
+/// `{ count, current, previous, anchor, now, log_newest, log_anchor }`.
 fn info_from_reply(window: &RollingWindow, reply: &[i64]) -> Outcome<WindowInfo> {
-    let &[count, current, previous, anchor, log_anchor] = reply else {
+    let &[count, current, previous, anchor, now, log_newest, log_anchor] = reply else {
         return Err(Failure::error(
             ErrorCode::StoreError,
             format!(
-                "the rolling window script answered {} values instead of 5",
+                "the rolling window script answered {} values instead of 7",
                 reply.len()
             ),
         ));
@@ -501,10 +500,11 @@ fn info_from_reply(window: &RollingWindow, reply: &[i64]) -> Outcome<WindowInfo>
         return Ok(info);
     }
     // The attempt was not recorded: answer for the log without it.
+    let in_window = count.saturating_sub(1);
     let log = LogFacts {
-        in_window: count.saturating_sub(1),
-        newest: previous,
+        in_window,
+        newest: (in_window > 0).then_some(log_newest),
         anchor: (count > window.max_in_interval()).then_some(log_anchor),
     };
-    Ok(window.unrecorded(info, &log, current))
+    Ok(window.unrecorded(info, &log, now))
 }

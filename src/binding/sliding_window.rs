@@ -111,6 +111,10 @@ impl Counting for SlidingWindow {
         state.add(self, weight, now);
     }
 
+    fn forget(&self, state: &mut Buckets, now: Micros) {
+        state.forget(self, now);
+    }
+
     fn is_idle(&self, state: &Buckets, now: Micros) -> bool {
         state.is_idle(self, now)
     }

@@ -54,6 +54,11 @@ impl<S> MemoryStore<S> {
         self.entries.get(id)
     }
 
+    /// The state of `id`, if it has one, to change.
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut S> {
+        self.entries.get_mut(id)
+    }
+
     /// Forgets `id`.
     pub fn remove(&mut self, id: &str) {
         self.entries.remove(id);
