@@ -23,12 +23,12 @@
 --
 -- Reply, per call (or, when that call alone failed, e.g. WRONGTYPE, its error message as a
 -- string):
--- - "limit", "peek": { count, current, previous, anchor, now, log_newest, log_anchor }
---   (WindowFacts in src/rolling_window.rs): the count of actions in the window with this one,
---   the newest timestamp, the one before it (read only when minDifference > 0 or refusals are not
---   recorded), the timestamp at index max(0, count - maxInInterval) (read only when the window is
---   full); then the call's now and, for a refusal that is not recorded, the log's facts without
---   it (LogFacts: its newest action and the one whose leaving makes room; else 0);
+-- - "limit", "peek": { count, current, previous, anchor } (WindowFacts in src/rolling_window.rs):
+--   the count of actions in the window with this one, the newest timestamp, the one before it
+--   (read only when minDifference > 0 or refusals are not recorded) and the timestamp at index
+--   max(0, count - maxInInterval) (read only when the window is full); when refusals are not
+--   recorded, also { now, log_newest, log_anchor }: the call's now and the log's facts without
+--   it (LogFacts: its newest action and the one whose leaving makes room, 0 when absent);
 -- - "consume", "check": { now, in_window, newest, anchor } (LogFacts; 0 for an absent newest or
 --   anchor), before this call;
 -- - "entries": { score, member, score, member, ... } of the actions in the window.
@@ -44,20 +44,23 @@ local function score_at(key, rank)
   return tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
 end
 
--- For an attempt that is not recorded (recordBlocked false), the log's facts without it
--- (LogFacts): the newest of the in_window actions in the window, and the k-th oldest,
--- k = count - maxInInterval (count with the attempt), when k >= 1: the window has room once it
--- leaves. 0 for each when absent or when attempts are recorded.
-local function unrecorded(key, count, in_window)
-  if record_blocked or in_window < 1 then
-    return 0, 0
+-- For an attempt that is not recorded (recordBlocked false), appends to `answer` the call's now
+-- and the log's facts without it (LogFacts): the newest of the in_window actions in the window,
+-- and the k-th oldest, k = count - maxInInterval (count with the attempt), when k >= 1: the
+-- window has room once it leaves (0 when absent).
+local function with_unrecorded(answer, key, now, count, in_window)
+  if record_blocked then
+    return answer
   end
-  local k = count - max_in_interval
-  local anchor = 0
-  if k >= 1 and k <= in_window then
-    anchor = score_at(key, k - 1 - in_window)
+  local newest, anchor, k = 0, 0, count - max_in_interval
+  if in_window > 0 then
+    newest = score_at(key, -1)
+    if k >= 1 and k <= in_window then
+      anchor = score_at(key, k - 1 - in_window)
+    end
   end
-  return score_at(key, -1), anchor
+  answer[5], answer[6], answer[7] = now, newest, anchor
+  return answer
 end
 
 -- As rolling-rate-limiter's wouldLimit: the attempt is appended after the stored log.
@@ -75,8 +78,7 @@ local function peek_at(key, now)
       anchor = score_at(key, anchor_index - in_window)
     end
   end
-  local log_newest, log_anchor = unrecorded(key, count, in_window)
-  return { count, now, previous, anchor, now, log_newest, log_anchor }
+  return with_unrecorded({ count, now, previous, anchor }, key, now, count, in_window)
 end
 
 local function limit_at(key, now, member)
@@ -98,10 +100,10 @@ local function limit_at(key, now, member)
   end
   local blocked = count > max_in_interval
     or (count >= 2 and min_difference > 0 and current - previous < min_difference)
-  local log_newest, log_anchor = 0, 0
+  local answer = { count, current, previous, anchor }
   if blocked and not record_blocked then
     redis.call('ZREM', key, member)
-    log_newest, log_anchor = unrecorded(key, count, count - 1)
+    answer = with_unrecorded(answer, key, now, count, count - 1)
   elseif count > max_in_interval then
     redis.call('ZREMRANGEBYRANK', key, 0, count - max_in_interval - 1)
   end
@@ -109,7 +111,7 @@ local function limit_at(key, now, member)
   -- (interval in whole seconds, rounded up) plus one second, so that a key outlives clock skew
   -- and calls whose `now` runs ahead of the server's clock (as in tests) by up to a second.
   redis.call('EXPIRE', key, math.ceil(interval / 1000000) + 1)
-  return { count, current, previous, anchor, now, log_newest, log_anchor }
+  return answer
 end
 
 -- The sliding log: only allowed actions are logged, `weight` of them, with `meta`.

@@ -476,16 +476,14 @@ fn batcher(window: &RollingWindow, target: &RedisTarget, mode: &str) -> ScriptBa
     )
 }
 
-/// Answers rolling-rate-limiter's way from the script's
-/// `{ count, current, previous, anchor, now, log_newest, log_anchor }`.
+/// Answers rolling-rate-limiter's way from the script's `{ count, current, previous, anchor }`,
+/// followed, when refusals are not recorded, by `{ now, log_newest, log_anchor }`.
 fn info_from_reply(window: &RollingWindow, reply: &[i64]) -> Outcome<WindowInfo> {
-    let &[count, current, previous, anchor, now, log_newest, log_anchor] = reply else {
+    let Some((&[count, current, previous, anchor], unrecorded)) = reply.split_first_chunk::<4>()
+    else {
         return Err(Failure::error(
             ErrorCode::StoreError,
-            format!(
-                "the rolling window script answered {} values instead of 7",
-                reply.len()
-            ),
+            format!("the rolling window script answered {} values", reply.len()),
         ));
     };
     let count = usize::try_from(count).unwrap_or(0);
@@ -499,6 +497,12 @@ fn info_from_reply(window: &RollingWindow, reply: &[i64]) -> Outcome<WindowInfo>
     if !info.blocked || window.record_blocked() {
         return Ok(info);
     }
+    let &[now, log_newest, log_anchor] = unrecorded else {
+        return Err(Failure::error(
+            ErrorCode::StoreError,
+            "the rolling window script did not answer the log's facts of an unrecorded refusal",
+        ));
+    };
     // The attempt was not recorded: answer for the log without it.
     let in_window = count.saturating_sub(1);
     let log = LogFacts {
