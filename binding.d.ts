@@ -27,6 +27,8 @@ export declare class BucketCircleEngine {
   run(mode: number, subject: unknown, options: unknown, ticket: number, out: Float64Array): boolean
   /** How many subjects the in-memory store holds (always `0` on Redis). */
   get trackedIds(): number
+  /** How many active subjects the in-memory store evicted to stay within `maxKeys`. */
+  get evictedIds(): number
 }
 export type JsBucketCircle = BucketCircleEngine
 
@@ -50,6 +52,8 @@ export declare class FixedWindowEngine {
   run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
   /** How many ids the in-memory store holds state for (always `0` on Redis). */
   get trackedIds(): number
+  /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
+  get evictedIds(): number
 }
 export type JsFixedWindow = FixedWindowEngine
 
@@ -88,6 +92,23 @@ export declare class RedisStore {
   get closed(): boolean
   /** `true` when the store speaks Redis Cluster. */
   get isCluster(): boolean
+  /**
+   * What the store has done since it was made: calls, failures by code, connections opened
+   * and reopened, scripts loaded again (after a restart or failover), and script calls sent
+   * (a batch carries many calls).
+   *
+   * ```js
+   * setInterval(() => metrics.gauge('ratekeeper', store.stats()), 10_000)
+   * ```
+   */
+  stats(): RedisStoreStats
+  /**
+   * Hands the store's events to `listener`, on the JS thread: `('error', node, message)`
+   * once when a node's connection is lost (or cannot be opened), `('reconnect', node, '')`
+   * once when it is back. It replaces the previous listener and does not keep the process
+   * alive. Use `store.on('error' | 'reconnect', ...)`, which is built on it.
+   */
+  setEventListener(listener: (type: 'error' | 'reconnect', node: string, message: string) => void): void
 }
 export type JsRedisStore = RedisStore
 
@@ -109,8 +130,9 @@ export declare class RollingWindow {
    */
   constructor(options: RollingWindowOptions, store?: RedisStore | null)
   /**
-   * The engine under `RateLimiter`: runs `mode` (0 attempt, 1 peek, 2 clear) for `id` with
-   * the call options `{ now }`.
+   * The engine under `RateLimiter`: runs `mode` (0 attempt, 1 peek, 2 clear, 3 consume,
+   * 4 check; plus 16 to let a missing id mean the one global limit) for `id` with the call
+   * options `{ now }`.
    *
    * In memory the answer is written to `out` (flags, wait in ms, actions remaining) and
    * `true` is returned. On Redis, `false` is returned and the answer reaches the handler of
@@ -128,6 +150,11 @@ export declare class RollingWindow {
    * dropped as the map grows, so this stays near the number of ids active within `interval`.
    */
   get trackedIds(): number
+  /**
+   * How many active ids the in-memory store evicted to stay within `maxKeys` (each then
+   * started afresh). Always `0` without `maxKeys`.
+   */
+  get evictedIds(): number
 }
 export type JsRollingWindow = RollingWindow
 
@@ -151,6 +178,8 @@ export declare class SlidingWindowEngine {
   run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
   /** How many ids the in-memory store holds state for (always `0` on Redis). */
   get trackedIds(): number
+  /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
+  get evictedIds(): number
 }
 export type JsSlidingWindow = SlidingWindowEngine
 
@@ -169,6 +198,16 @@ export interface BucketCircleOptions {
    * `'local'`.
    */
   clock?: string
+  /**
+   * On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
+   * that ids holding `{...}` spread over a Cluster's slots. Default `false`.
+   */
+  hashIds?: boolean
+  /**
+   * In memory: the most ids kept; past it, the least recently used are evicted (and start
+   * afresh). Default: unbounded (idle ids are still dropped).
+   */
+  maxKeys?: number
 }
 
 /** One limit of a fixed window: at most `limit` weight per `duration`. */
@@ -202,6 +241,16 @@ export interface FixedWindowOptions {
    * `'local'`.
    */
   clock?: string
+  /**
+   * On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
+   * that ids holding `{...}` spread over a Cluster's slots. Default `false`.
+   */
+  hashIds?: boolean
+  /**
+   * In memory: the most ids kept; past it, the least recently used are evicted (and start
+   * afresh). Default: unbounded (idle ids are still dropped).
+   */
+  maxKeys?: number
 }
 
 /** One logged action, as `entries` returns it. */
@@ -250,6 +299,27 @@ export interface RedisOptions {
   commandTimeoutMs?: number
 }
 
+/** What a store has done, from `store.stats()`. */
+export interface RedisStoreStats {
+  /** Calls made (each call of a batch counts). */
+  calls: number
+  /** Calls that failed, by error code. */
+  failures: StoreFailures
+  /** Connections opened (one per node, more after failures). */
+  connections: number
+  /** Connections opened again after a failure. */
+  reconnects: number
+  /**
+   * Scripts loaded again because Redis did not have them (`NOSCRIPT`: after a restart or a
+   * failover).
+   */
+  scriptLoads: number
+  /** Script calls sent to Redis: concurrent calls of a limiter leave together. */
+  batches: number
+  /** Calls per script call sent, on average. */
+  meanBatchSize: number
+}
+
 /**
  * Options of a rolling window (those of rolling-rate-limiter 0.4, plus ours).
  *
@@ -281,6 +351,16 @@ export interface RollingWindowOptions {
    * default: no skew between application hosts) or `'local'` (this host's).
    */
   clock?: string
+  /**
+   * On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
+   * that ids holding `{...}` spread over a Cluster's slots. Default `false`.
+   */
+  hashIds?: boolean
+  /**
+   * In memory: the most ids kept; past it, the least recently used are evicted (and start
+   * afresh). Default: unbounded (idle ids are still dropped).
+   */
+  maxKeys?: number
 }
 
 /**
@@ -323,4 +403,21 @@ export interface SlidingWindowOptions {
    * `'local'`.
    */
   clock?: string
+  /**
+   * On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
+   * that ids holding `{...}` spread over a Cluster's slots. Default `false`.
+   */
+  hashIds?: boolean
+  /**
+   * In memory: the most ids kept; past it, the least recently used are evicted (and start
+   * afresh). Default: unbounded (idle ids are still dropped).
+   */
+  maxKeys?: number
+}
+
+/** Failed calls by error code. */
+export interface StoreFailures {
+  ERR_STORE_UNAVAILABLE: number
+  ERR_STORE_ERROR: number
+  ERR_STORE_CLOSED: number
 }

@@ -7,8 +7,8 @@ const { it, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const IORedis = require('ioredis')
 
-const { RedisRateLimiter, RedisStore } = require('..')
-const { startCluster } = require('./helpers/redis-server.js')
+const { FixedWindow, RedisRateLimiter, RedisStore } = require('..')
+const { startCluster, keySlot } = require('./helpers/redis-server.js')
 
 let cluster
 let store
@@ -70,3 +70,42 @@ it('accepts an ioredis Cluster client and shares its nodes', async () => {
     client.disconnect()
   }
 })
+
+it('hashIds: ids that carry a hash tag cannot choose their shard', async () => {
+  // Every id names the same tag: without hashIds they would all land in one slot.
+  const ids = Array.from({ length: 10_000 }, (_, i) => `{victim}${i}`)
+  const plain = new FixedWindow({ client: store, namespace: 'tag:', limits: [{ duration: 60_000, limit: 5 }] })
+  const hashed = new FixedWindow({ client: store, namespace: 'hashed:', hashIds: true, limits: [{ duration: 60_000, limit: 5 }] })
+  await plain.consume(ids[0])
+  assert.equal(await cluster.cli(cluster.nodes[0].port, 'CLUSTER', 'KEYSLOT', `tag:${ids[0]}`), String(keySlot('victim')))
+
+  for (let i = 0; i < ids.length; i += 500) {
+    await Promise.all(ids.slice(i, i + 500).map((id) => hashed.consume(id)))
+  }
+  // The key keeps the id after its tag, so that no two ids share a key.
+  const perMaster = []
+  const slots = new Set()
+  for (const node of cluster.nodes) {
+    const role = await cluster.cli(node.port, 'ROLE')
+    if (!role.startsWith('master')) continue
+    let keys = 0
+    let cursor = '0'
+    do {
+      const [next, ...found] = (await cluster.cli(node.port, 'SCAN', cursor, 'MATCH', 'hashed:*', 'COUNT', 1000)).split('\n')
+      cursor = next
+      keys += found.filter(Boolean).length
+      for (const key of found.filter(Boolean)) {
+        assert.match(key, /^hashed:\{[0-9a-f]{16}\}\{victim\}\d+$/)
+        slots.add(keySlot(key))
+      }
+    } while (cursor !== '0')
+    perMaster.push(keys)
+  }
+  assert.equal(perMaster.length, 3)
+  assert.equal(perMaster.reduce((a, b) => a + b), ids.length)
+  for (const keys of perMaster) assert.ok(keys > 2500, `keys per master: ${perMaster}`)
+  assert.ok(slots.size > 4000, `${slots.size} slots used`)
+  // Counting still works per id.
+  assert.equal((await hashed.consume(ids[7])).remaining, 3)
+})
+

@@ -6,7 +6,7 @@
 const { describe, it, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 
-const { RateLimiter, InMemoryRateLimiter, RedisRateLimiter, RedisStore, RollingWindow } = require('..')
+const { RateLimiter, InMemoryRateLimiter, RedisRateLimiter, RedisStore, RollingWindow, FixedWindow, SlidingWindow, createRateLimit } = require('..')
 const { freePort, withRedisServer } = require('./helpers/redis-server.js')
 
 const valid = { interval: 1000, maxInInterval: 10 }
@@ -49,6 +49,19 @@ describe('constructor options', () => {
   it('accepts minDifference missing or zero', () => {
     new RateLimiter(valid)
     new RateLimiter({ ...valid, minDifference: 0 })
+  })
+
+  it('checks hashIds and maxKeys', () => {
+    const windows = { limits: [{ duration: 1000, limit: 1 }] }
+    assert.throws(() => new FixedWindow({ ...windows, hashIds: 'yes' }), { name: 'TypeError', code: 'ERR_INVALID_OPTION', message: /`hashIds`/ })
+    for (const maxKeys of [0, -1, 1.5, NaN, 1e10]) {
+      assert.throws(() => new FixedWindow({ ...windows, maxKeys }), { name: 'RangeError', code: 'ERR_INVALID_OPTION', message: /`maxKeys`/ })
+      assert.throws(() => new RateLimiter({ ...valid, maxKeys }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
+    }
+    assert.throws(() => new SlidingWindow({ ...windows, maxKeys: '10' }), { name: 'TypeError', code: 'ERR_INVALID_OPTION' })
+    assert.throws(() => createRateLimit('a', { maxKeys: -5 }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
+    // maxKeys bounds memory; Redis keys expire by themselves.
+    assert.throws(() => new FixedWindow({ ...windows, maxKeys: 10, client: 'redis://127.0.0.1:1' }), { name: 'RangeError', message: /`maxKeys`/ })
   })
 
   it('rejects a bad client', () => {
@@ -242,3 +255,44 @@ describe('the native class directly', () => {
     assert.throws(() => new RollingWindow({ interval: 1 }), { code: 'ERR_INVALID_OPTION' })
   })
 })
+
+describe('ids', () => {
+  it('every method of the class APIs refuses a missing id; only the callback API has a global limit', async () => {
+    const windows = { limits: [{ duration: 1000, limit: 1 }] }
+    for (const limiter of [new FixedWindow(windows), new SlidingWindow(windows)]) {
+      for (const call of ['consume', 'peek', 'reset']) {
+        await assert.rejects(limiter[call](undefined), { name: 'TypeError', code: 'ERR_INVALID_ID' }, call)
+        await assert.rejects(limiter[call]([undefined]), { name: 'TypeError', code: 'ERR_INVALID_ID' }, call)
+      }
+    }
+    const redback = createRateLimit('a')
+    await assert.rejects(redback.add(undefined), { name: 'TypeError', code: 'ERR_INVALID_ID' })
+    await assert.rejects(redback.count(undefined, 10), { name: 'TypeError', code: 'ERR_INVALID_ID' })
+    await assert.rejects(redback.addCount(undefined, 10), { name: 'TypeError', code: 'ERR_INVALID_ID' })
+    for (const bad of [null, '', NaN, {}, [], Symbol('s'), 10n, () => {}]) {
+      await assert.rejects(new RateLimiter(valid).limit(bad), { code: 'ERR_INVALID_ID' }, String(typeof bad))
+    }
+    const callback = RateLimiter({ interval: 1000, maxInInterval: 1 })
+    assert.equal(await callback(), 0)
+    assert.ok((await callback()) > 0)
+  })
+})
+
+describe('maxKeys', () => {
+  it('keeps at most maxKeys ids in memory, evicting the least recently used', async () => {
+    const limiter = new FixedWindow({ maxKeys: 100, limits: [{ duration: 60_000, limit: 2 }] })
+    const rolling = new InMemoryRateLimiter({ ...valid, maxKeys: 100 })
+    for (let i = 0; i < 1000; i++) {
+      await limiter.consume(`id-${i}`, { now: 0 })
+      await rolling.limit(`id-${i}`, { now: 0 })
+      assert.ok(limiter.trackedIds <= 100 && rolling.trackedIds <= 100)
+    }
+    // Every id is still active in its window: none was idle, all that left were evicted.
+    assert.equal(limiter.trackedIds + limiter.evictedIds, 1000)
+    assert.equal(rolling.trackedIds + rolling.evictedIds, 1000)
+    // An evicted id starts afresh: the price of the bound.
+    assert.equal((await limiter.consume('id-0', { now: 0 })).remaining, 1)
+    assert.equal((await limiter.consume('id-999', { now: 0 })).remaining, 0)
+  })
+})
+

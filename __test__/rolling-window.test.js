@@ -183,10 +183,11 @@ for (const [name, create] of Object.entries(stores)) {
       assert.equal(await limiter.limit(id2, at(1)), true)
     })
 
-    it('limits the global id when no id is given', async () => {
+    it('refuses a missing id (only the callback API has a global limit)', async () => {
       const limiter = create({ interval: 10, maxInInterval: 1 })
-      assert.equal(await limiter.limit(undefined, at(0)), false)
-      assert.equal(await limiter.limit(undefined, at(1)), true)
+      for (const call of ['limit', 'limitWithInfo', 'wouldLimit', 'wouldLimitWithInfo', 'clear', 'consume', 'peek', 'reset', 'entries']) {
+        await assert.rejects(limiter[call](undefined, at(0)), { name: 'TypeError', code: 'ERR_INVALID_ID' }, call)
+      }
       assert.equal(await limiter.limit('someone', at(1)), false)
     })
 

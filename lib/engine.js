@@ -10,6 +10,7 @@
  */
 
 const binding = require('../binding.js')
+const { rangeError } = require('./errors.js')
 
 const VALUES = 5
 const RECORD = VALUES + 1
@@ -49,4 +50,70 @@ function run(engine, mode, id, options, decode) {
   return new Promise((resolve, reject) => pending.set(ticket, { resolve, reject, decode }))
 }
 
-module.exports = { run }
+/** After Redis was found unavailable, how long calls go to the fallback before trying it again. */
+const RETRY_REDIS_AFTER_MS = 500
+
+const STORE_ERROR_POLICIES = ['reject', 'allow', 'memory']
+
+/**
+ * Reads `onStoreError` (what a Redis-backed limiter answers while Redis is unavailable) out of
+ * `options`, which must not hold it any more when they reach the native engine.
+ *
+ * @returns {'reject' | 'allow' | 'memory'}
+ */
+function storeErrorPolicy(options, onRedis) {
+  const policy = options.onStoreError
+  if (policy === undefined) return 'reject'
+  if (!STORE_ERROR_POLICIES.includes(policy)) {
+    throw rangeError('ERR_INVALID_OPTION', `\`onStoreError\` must be 'reject', 'allow' or 'memory', got ${typeof policy === 'string' ? JSON.stringify(policy) : typeof policy}`)
+  }
+  if (!onRedis) throw rangeError('ERR_INVALID_OPTION', '`onStoreError` applies to limiters on Redis (`client`); the in-memory store does not fail')
+  return policy
+}
+
+/**
+ * The function a limiter calls its engine through: `(mode, id, options, decode) => Promise`.
+ *
+ * With `policy` `'reject'` calls go to `engine` and its failures reject. Otherwise a call that
+ * fails with `ERR_STORE_UNAVAILABLE` is answered by `memory`, an in-memory engine with the same
+ * settings: as itself (`'memory'`: a limiter of this process alone, until Redis is back), or
+ * with `quietModes[mode]`, a mode that changes nothing (`'allow'`: on an engine that is never
+ * written, it allows every call; `null` for a mode that answers nothing). Then, for RETRY_REDIS_AFTER_MS, calls go straight to the
+ * fallback; the next call after that tries Redis again, and so on until Redis answers. Answer
+ * objects from the fallback carry `reason: 'store-unavailable'` and `store: 'memory'` or
+ * `'none'`.
+ */
+function runner(engine, policy, memory, quietModes) {
+  if (policy === 'reject') return (mode, id, options, decode) => run(engine, mode, id, options, decode)
+  const store = policy === 'memory' ? 'memory' : 'none'
+  const fallback = (mode, id, options, decode) => {
+    const fallbackMode = policy === 'memory' ? mode : quietModes[mode]
+    if (fallbackMode === null) return Promise.resolve(undefined)
+    return run(memory, fallbackMode, id, options, decode).then((answer) =>
+      answer !== null && typeof answer === 'object' ? { ...answer, reason: 'store-unavailable', store } : answer,
+    )
+  }
+  let redisAfter = 0
+  return (mode, id, options, decode) => {
+    if (redisAfter !== 0 && Date.now() < redisAfter) return fallback(mode, id, options, decode)
+    return run(engine, mode, id, options, decode).then(
+      (answer) => {
+        redisAfter = 0
+        return answer
+      },
+      (error) => {
+        if (error === null || typeof error !== 'object' || error.code !== 'ERR_STORE_UNAVAILABLE') throw error
+        redisAfter = Date.now() + RETRY_REDIS_AFTER_MS
+        return fallback(mode, id, options, decode)
+      },
+    )
+  }
+}
+
+/** A Redis-backed limiter's options for its in-memory twin: without what only Redis takes. */
+function inMemory(options) {
+  const { clock, hashIds, namespace, ...rest } = options
+  return rest
+}
+
+module.exports = { run, runner, storeErrorPolicy, inMemory }

@@ -7,7 +7,7 @@
  */
 
 const { BucketCircleEngine } = require('../binding.js')
-const { run } = require('./engine.js')
+const { runner, storeErrorPolicy, inMemory } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject } = require('./errors.js')
 const { decodeNothing } = require('./verdict.js')
@@ -16,6 +16,8 @@ const { decodeNothing } = require('./verdict.js')
 const ADD = 0
 const COUNT = 1
 const ADD_COUNT = 2
+/** The modes that answer like each mode but change nothing (for `onStoreError: 'allow'`). */
+const QUIET_MODES = { [ADD]: null, [COUNT]: COUNT, [ADD_COUNT]: COUNT }
 
 const decodeCount = (values, i) => values[i]
 
@@ -59,33 +61,36 @@ class RateLimit {
       throw typeError('ERR_INVALID_OPTION', '`action` must be a non-empty string, e.g. createRateLimit("requests")')
     }
     checkOptionsObject(options, 'RateLimit options', true)
-    const { client, namespace = '', ...rest } = options ?? {}
+    const { client, namespace = '', onStoreError, ...rest } = options ?? {}
     if (typeof namespace !== 'string') throw typeError('ERR_INVALID_OPTION', '`namespace` must be a string')
     // redback's key: `[namespace:]action:subject`.
     this.key = namespace ? `${namespace}:${action}` : action
     const store = client == null ? null : resolveStore(client, 'client').store
+    const policy = storeErrorPolicy(options ?? {}, store !== null)
     this.engine = new BucketCircleEngine({ ...rest, namespace: `${this.key}:` }, store)
+    const memory = policy === 'reject' ? null : new BucketCircleEngine(inMemory(rest), null)
+    this.run = runner(this.engine, policy, memory, QUIET_MODES)
   }
 
   /** Counts one action of `subject` (or of each subject of an array). */
   add(subject, ...rest) {
     const { callback, options } = trailing(rest)
     const added = Array.isArray(subject)
-      ? Promise.all(subject.map((one) => run(this.engine, ADD, one, options, decodeNothing))).then(() => undefined)
-      : run(this.engine, ADD, subject, options, decodeNothing)
+      ? Promise.all(subject.map((one) => this.run(ADD, one, options, decodeNothing))).then(() => undefined)
+      : this.run(ADD, subject, options, decodeNothing)
     return finish(this, added, callback)
   }
 
   /** How many actions `subject` did in the last `interval` seconds. */
   count(subject, interval, ...rest) {
     const { callback, options } = trailing(rest)
-    return finish(this, run(this.engine, COUNT, subject, { ...options, interval }, decodeCount), callback)
+    return finish(this, this.run(COUNT, subject, { ...options, interval }, decodeCount), callback)
   }
 
   /** `add` then `count`, in one atomic step. */
   addCount(subject, interval, ...rest) {
     const { callback, options } = trailing(rest)
-    return finish(this, run(this.engine, ADD_COUNT, subject, { ...options, interval }, decodeCount), callback)
+    return finish(this, this.run(ADD_COUNT, subject, { ...options, interval }, decodeCount), callback)
   }
 }
 

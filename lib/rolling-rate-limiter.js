@@ -7,7 +7,7 @@
  */
 
 const { RollingWindow } = require('../binding.js')
-const { run } = require('./engine.js')
+const { runner, storeErrorPolicy, inMemory } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject } = require('./errors.js')
 const { decodeVerdict, decodeNothing } = require('./verdict.js')
@@ -20,6 +20,8 @@ const PEEK = 1
 const CLEAR = 2
 const CONSUME = 3
 const CHECK = 4
+/** Added to LIMIT: a missing id is the limiter's one global limit (the callback API only). */
+const GLOBAL_WHEN_NO_ID = 16
 
 /** RollingWindow's answer (flags, wait in ms, actions remaining) as rolling-rate-limiter's RateLimitInfo. */
 function decodeInfo(values, i) {
@@ -35,9 +37,23 @@ function decodeInfo(values, i) {
 
 const decodeBlocked = (values, i) => (values[i] & 1) !== 0
 
+/** The modes that answer like each mode but change nothing (for `onStoreError: 'allow'`). */
+const QUIET_MODES = {
+  [LIMIT]: PEEK,
+  [PEEK]: PEEK,
+  [CLEAR]: PEEK,
+  [CONSUME]: CHECK,
+  [CHECK]: CHECK,
+  [LIMIT + GLOBAL_WHEN_NO_ID]: PEEK + GLOBAL_WHEN_NO_ID,
+}
+
 /** Builds the native window of `limiter` on `store` (null: in memory). */
 function initialize(limiter, options, store) {
-  limiter.window = new RollingWindow(options, store)
+  const policy = storeErrorPolicy(options, store !== null)
+  const { onStoreError, ...windowOptions } = options
+  limiter.window = new RollingWindow(windowOptions, store)
+  const memory = policy === 'reject' ? null : new RollingWindow(inMemory(windowOptions), null)
+  limiter.run = runner(limiter.window, policy, memory, QUIET_MODES)
   // rolling-rate-limiter 0.4 exposes these, in microseconds.
   limiter.interval = options.interval * 1000
   limiter.maxInInterval = options.maxInInterval
@@ -65,38 +81,38 @@ function RateLimiter(options) {
 }
 
 RateLimiter.prototype.limitWithInfo = function limitWithInfo(id, options) {
-  return run(this.window, LIMIT, id, options, decodeInfo)
+  return this.run(LIMIT, id, options, decodeInfo)
 }
 
 RateLimiter.prototype.wouldLimitWithInfo = function wouldLimitWithInfo(id, options) {
-  return run(this.window, PEEK, id, options, decodeInfo)
+  return this.run(PEEK, id, options, decodeInfo)
 }
 
 RateLimiter.prototype.limit = function limit(id, options) {
-  return run(this.window, LIMIT, id, options, decodeBlocked)
+  return this.run(LIMIT, id, options, decodeBlocked)
 }
 
 RateLimiter.prototype.wouldLimit = function wouldLimit(id, options) {
-  return run(this.window, PEEK, id, options, decodeBlocked)
+  return this.run(PEEK, id, options, decodeBlocked)
 }
 
 RateLimiter.prototype.clear = function clear(id) {
-  return run(this.window, CLEAR, id, undefined, decodeNothing)
+  return this.run(CLEAR, id, undefined, decodeNothing)
 }
 
 // The counting limiters' shape, on the rolling window as a sliding log: only allowed actions
 // are logged (`weight` of them, with `meta`), whatever `recordBlocked` says.
 
 RateLimiter.prototype.consume = function consume(id, options) {
-  return run(this.window, CONSUME, id, options, decodeVerdict)
+  return this.run(CONSUME, id, options, decodeVerdict)
 }
 
 RateLimiter.prototype.peek = function peek(id, options) {
-  return run(this.window, CHECK, id, options, decodeVerdict)
+  return this.run(CHECK, id, options, decodeVerdict)
 }
 
 RateLimiter.prototype.reset = function reset(id) {
-  return run(this.window, CLEAR, id, undefined, decodeNothing)
+  return this.run(CLEAR, id, undefined, decodeNothing)
 }
 
 RateLimiter.prototype.entries = function entries(id, options) {
@@ -130,6 +146,11 @@ class InMemoryRateLimiter extends RateLimiter {
   /** How many ids hold state in memory (idle ones are dropped as the map grows). */
   get trackedIds() {
     return this.window.trackedIds
+  }
+
+  /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
+  get evictedIds() {
+    return this.window.evictedIds
   }
 }
 
@@ -169,7 +190,7 @@ function createLimiterFunction(options) {
       const error = typeError('ERR_INVALID_ARGUMENT', 'the callback must be a function')
       return Promise.reject(error)
     }
-    const answer = limiter.limitWithInfo(id)
+    const answer = limiter.run(LIMIT + GLOBAL_WHEN_NO_ID, id, undefined, decodeInfo)
     if (!callback) return answer.then(timeLeftOf)
     // The callback runs outside the promise chain, so an exception it throws is not swallowed;
     // the promise then never rejects (the error went to the callback).

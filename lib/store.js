@@ -11,7 +11,46 @@
 
 const { RedisStore } = require('../binding.js')
 const { detectClientType, connectionOptionsFromClient } = require('./redis-client.js')
-const { typeError } = require('./errors.js')
+const { typeError, rangeError } = require('./errors.js')
+
+const STORE_EVENTS = ['error', 'reconnect']
+/** store -> { error: Set, reconnect: Set } of the listeners added with `on`. */
+const listenersByStore = new WeakMap()
+
+/**
+ * `store.on('error', (error) => ...)`: once per outage of a node (its connection lost or not
+ * opened), an Error with `code: 'ERR_STORE_UNAVAILABLE'` and `node` (`host:port`);
+ * `store.on('reconnect', ({ node }) => ...)`: once when that node is back. Calls that fail
+ * meanwhile still reject one by one; these events let an app log an outage once.
+ */
+RedisStore.prototype.on = function on(event, listener) {
+  if (!STORE_EVENTS.includes(event)) {
+    throw rangeError('ERR_INVALID_ARGUMENT', `a RedisStore emits 'error' and 'reconnect', not ${String(event)}`)
+  }
+  if (typeof listener !== 'function') throw typeError('ERR_INVALID_ARGUMENT', 'the listener must be a function')
+  let listeners = listenersByStore.get(this)
+  if (!listeners) {
+    const byEvent = { error: new Set(), reconnect: new Set() }
+    listeners = byEvent
+    listenersByStore.set(this, byEvent)
+    this.setEventListener((type, node, message) => {
+      const payload =
+        type === 'error'
+          ? Object.assign(new Error(`Redis at ${node} is unavailable: ${message}`), { code: 'ERR_STORE_UNAVAILABLE', node })
+          : { node }
+      for (const each of byEvent[type]) each(payload)
+    })
+  }
+  listeners[event].add(listener)
+  return this
+}
+
+/** Removes a listener added with `on`. */
+RedisStore.prototype.off = function off(event, listener) {
+  const listeners = listenersByStore.get(this)
+  if (listeners && STORE_EVENTS.includes(event)) listeners[event].delete(listener)
+  return this
+}
 
 const storesByUrl = new Map()
 const storesByClient = new WeakMap()

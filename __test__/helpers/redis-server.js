@@ -258,6 +258,11 @@ async function startRedis(options = {}) {
       return child.pid
     },
     cli: (...args) => cli(port, ...args),
+    /** SIGKILLs the server (a crash: no shutdown, no save); resolves once it has exited. */
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null && running.has(child)) child.kill('SIGKILL')
+      await child.exited
+    },
     /** Stops the server (SIGTERM, SIGKILL after 3 s) and removes its dir. Idempotent. */
     async stop() {
       stopped = true
@@ -305,9 +310,12 @@ async function clusterReady(ports) {
 
 /**
  * Starts a 6-node Redis Cluster (3 masters, 3 replicas) on free loopback ports.
- * @param {{ args?: string[] }} [options] extra redis-server arguments for every node
- * @returns {Promise<{ nodes: Array<{ host: string, port: number, url: string }>, urls: string[],
- *   stop(): Promise<void>, cli(port: number, ...args: string[]): Promise<string> }>}
+ * @param {{ args?: string[], nodeTimeoutMs?: number }} [options] extra redis-server arguments for
+ *   every node; `cluster-node-timeout` (default 2000 ms: how long a node may be silent before
+ *   its replica takes over)
+ * @returns {Promise<{ nodes: Array<{ host: string, port: number, url: string, kill(): Promise<void> }>,
+ *   urls: string[], stop(): Promise<void>, cli(port: number, ...args: string[]): Promise<string>,
+ *   masters(): Promise<number[]>, replicasSynced(): Promise<void> }>}
  */
 async function startCluster(options = {}) {
   const nodes = []
@@ -322,7 +330,9 @@ async function startCluster(options = {}) {
           args: [
             '--cluster-enabled', 'yes',
             '--cluster-config-file', 'nodes-{port}.conf',
-            '--cluster-node-timeout', '2000',
+            '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 2000),
+            // A replica must be able to take over soon after it starts: sync at once.
+            '--repl-diskless-sync-delay', '0',
             '--cluster-port', String(busPort),
             ...(options.args || []),
           ],
@@ -359,10 +369,36 @@ async function startCluster(options = {}) {
     await stopAll()
     throw error
   }
+  const alive = () => nodes.filter((n) => !n.killed)
   return {
-    nodes: nodes.map(({ host, port, url }) => ({ host, port, url })),
+    nodes: nodes.map((node) => ({
+      host: node.host,
+      port: node.port,
+      url: node.url,
+      /** SIGKILLs this node (a crash). */
+      async kill() {
+        node.killed = true
+        await node.kill()
+      },
+    })),
     urls: nodes.map((n) => n.url),
     cli: (port, ...args) => cli(port, ...args),
+    /** The ports of the live nodes that say they are masters. */
+    async masters() {
+      const roles = await Promise.all(alive().map(async (n) => [n.port, await rawCommand(n.port, ['INFO', 'replication'])]))
+      return roles.filter(([, info]) => typeof info === 'string' && info.includes('role:master')).map(([port]) => port)
+    },
+    /** Resolves once every live replica reports `master_link_status:up` (it can take over). */
+    async replicasSynced() {
+      const deadline = Date.now() + CLUSTER_TIMEOUT_MS
+      for (;;) {
+        const infos = await Promise.all(alive().map((n) => rawCommand(n.port, ['INFO', 'replication'])))
+        const replicas = infos.filter((info) => typeof info === 'string' && info.includes('role:slave'))
+        if (replicas.length > 0 && replicas.every((info) => info.includes('master_link_status:up'))) return
+        if (Date.now() > deadline) throw new Error(`replicas did not sync within ${CLUSTER_TIMEOUT_MS} ms:\n${infos.join('\n---\n')}`)
+        await sleep(100)
+      }
+    },
     /** Stops every node and removes their dirs. Idempotent. */
     async stop() {
       await stopAll()
@@ -394,4 +430,23 @@ async function withRedisServer(test) {
   }
 }
 
-module.exports = { freePort, startRedis, startCluster, useRedisServer, withRedisServer }
+/**
+ * The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag (the part between the first
+ * `{` and the next `}`, when not empty) or of the whole key, modulo 16384.
+ */
+function keySlot(key) {
+  let bytes = Buffer.from(key)
+  const open = bytes.indexOf('{')
+  if (open >= 0) {
+    const close = bytes.indexOf('}', open + 1)
+    if (close > open + 1) bytes = bytes.subarray(open + 1, close)
+  }
+  let crc = 0
+  for (const byte of bytes) {
+    crc ^= byte << 8
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff
+  }
+  return crc % 16384
+}
+
+module.exports = { freePort, startRedis, startCluster, useRedisServer, withRedisServer, keySlot }

@@ -10,6 +10,9 @@ use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
 use crate::time::{system_now, Micros};
 
+/// The largest `maxKeys`.
+const MAX_KEYS: f64 = 1e9;
+
 /// The key the in-memory store uses for the global (id-less) limit; no real id is empty.
 const GLOBAL_ID: &str = "";
 
@@ -27,13 +30,20 @@ pub struct RedisTarget {
     pub store: Arc<RedisStore>,
     pub namespace: String,
     pub clock: Clock,
+    /// Whether keys carry a hash tag of their id (`hashIds`).
+    pub hash_ids: bool,
 }
 
 impl RedisTarget {
     /// `namespace + id`, as rolling-rate-limiter builds it; the namespace alone for the global
-    /// limit.
+    /// limit. With `hashIds`, `namespace + '{' + hash of id + '}' + id`: the tag, a hash of the
+    /// whole id, decides the Cluster slot, so an id holding `{...}` cannot choose its slot (the
+    /// id itself stays in the key, so two ids never share a key).
     pub fn key(&self, id: Option<&str>) -> Outcome<String> {
         match id {
+            Some(id) if self.hash_ids => {
+                Ok(format!("{}{{{:016x}}}{id}", self.namespace, fnv1a(id)))
+            }
             Some(id) => Ok(format!("{}{id}", self.namespace)),
             None if self.namespace.is_empty() => Err(Failure::type_error(
                 ErrorCode::InvalidId,
@@ -54,6 +64,14 @@ impl RedisTarget {
     }
 }
 
+/// FNV-1a, 64 bits: a stable hash (the same on every host and version), to spread ids over
+/// Cluster slots. Not a secret: a client that finds ids sharing a hash only shares a slot.
+fn fnv1a(id: &str) -> u64 {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// The state of every id of one limiter.
 pub enum Backend<S> {
     Memory(RefCell<MemoryStore<S>>),
@@ -61,8 +79,9 @@ pub enum Backend<S> {
 }
 
 impl<S> Backend<S> {
-    /// Reads the store-related options (`namespace`, default `default_namespace`; `clock`) and
-    /// picks the backend: Redis when a store is given, memory otherwise.
+    /// Reads the store-related options (`namespace`, default `default_namespace`; `clock`;
+    /// `hashIds`; `maxKeys`) and picks the backend: Redis when a store is given, memory
+    /// otherwise.
     pub fn from_options(
         r: &mut OptionsReader,
         store: Option<&JsRedisStore>,
@@ -70,6 +89,17 @@ impl<S> Backend<S> {
     ) -> Outcome<Self> {
         let namespace = r.string("namespace")?;
         let clock = r.choice("clock", &["redis", "local"])?;
+        let hash_ids = r.boolean("hashIds")?.unwrap_or(false);
+        let max_keys = match r.number("maxKeys")? {
+            None => None,
+            Some(n) if n.fract() == 0.0 && (1.0..=MAX_KEYS).contains(&n) => Some(n as usize),
+            Some(n) => {
+                return Err(Failure::range_error(
+                    ErrorCode::InvalidOption,
+                    format!("`maxKeys` must be a whole number from 1 to {MAX_KEYS}, got {n}"),
+                ))
+            }
+        };
         if let Some(namespace) = &namespace {
             if namespace.len() > 1024 {
                 return Err(Failure::range_error(
@@ -79,16 +109,21 @@ impl<S> Backend<S> {
             }
         }
         match store {
+            Some(_) if max_keys.is_some() => Err(Failure::range_error(
+                ErrorCode::InvalidOption,
+                "`maxKeys` bounds the in-memory store; on Redis, keys expire by themselves",
+            )),
             Some(store) => Ok(Backend::Redis(RedisTarget {
                 store: store.inner.clone(),
                 namespace: namespace.unwrap_or_else(|| default_namespace.to_owned()),
                 clock: if clock == Some("local") { Clock::Local } else { Clock::Redis },
+                hash_ids,
             })),
             None if clock == Some("redis") => Err(Failure::range_error(
                 ErrorCode::InvalidOption,
                 "`clock: 'redis'` needs a Redis store (`client`); the in-memory store uses this host's clock",
             )),
-            None => Ok(Backend::Memory(RefCell::new(MemoryStore::default()))),
+            None => Ok(Backend::Memory(RefCell::new(MemoryStore::new(max_keys)))),
         }
     }
 
@@ -96,6 +131,14 @@ impl<S> Backend<S> {
     pub fn memory_size(&self) -> usize {
         match self {
             Backend::Memory(store) => store.borrow().len(),
+            Backend::Redis(_) => 0,
+        }
+    }
+
+    /// How many active ids the in-memory store evicted to stay within `maxKeys` (0 on Redis).
+    pub fn memory_evictions(&self) -> u64 {
+        match self {
+            Backend::Memory(store) => store.borrow().evicted(),
             Backend::Redis(_) => 0,
         }
     }

@@ -38,6 +38,12 @@ pub struct BucketCircleOptions {
     /// On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
     /// `'local'`.
     pub clock: Option<String>,
+    /// On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
+    /// that ids holding `{...}` spread over a Cluster's slots. Default `false`.
+    pub hash_ids: Option<bool>,
+    /// In memory: the most ids kept; past it, the least recently used are evicted (and start
+    /// afresh). Default: unbounded (idle ids are still dropped).
+    pub max_keys: Option<f64>,
 }
 
 /// What `run` does.
@@ -123,6 +129,12 @@ impl JsBucketCircle {
         self.backend.memory_size() as u32
     }
 
+    /// How many active subjects the in-memory store evicted to stay within `maxKeys`.
+    #[napi(getter, catch_unwind)]
+    pub fn evicted_ids(&self) -> f64 {
+        self.backend.memory_evictions() as f64
+    }
+
     fn build(options: Unknown, store: Option<&JsRedisStore>) -> Outcome<Self> {
         let mut r = OptionsReader::new(
             Some(options),
@@ -168,7 +180,7 @@ impl JsBucketCircle {
     ) -> Outcome<bool> {
         let ticket = Ticket::from_number(ticket)?;
         let mode = Mode::from_code(mode)?;
-        let subject = id(subject)?;
+        let subject = Some(id(subject)?);
         let mut r = OptionsReader::new(options, "call options", ErrorCode::InvalidArgument, true)?;
         let now = r.number("now")?.map(now_argument).transpose()?;
         let interval = r.number("interval")?;

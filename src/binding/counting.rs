@@ -72,6 +72,12 @@ macro_rules! counting_class {
             pub fn tracked_ids(&self) -> u32 {
                 self.engine.tracked_ids()
             }
+
+            /// How many active ids the in-memory store evicted to stay within `maxKeys`.
+            #[napi(getter, catch_unwind)]
+            pub fn evicted_ids(&self) -> f64 {
+                self.engine.evicted_ids()
+            }
         }
     };
 }
@@ -186,6 +192,11 @@ impl<A: Counting> CountingEngine<A> {
     /// How many ids the in-memory store holds state for (0 on Redis).
     pub fn tracked_ids(&self) -> u32 {
         self.backend.memory_size() as u32
+    }
+
+    /// How many active ids the in-memory store evicted to stay within `maxKeys`.
+    pub fn evicted_ids(&self) -> f64 {
+        self.backend.memory_evictions() as f64
     }
 
     /// Runs `mode` (0 consume, 1 peek, 2 reset) for `ids`: answers into `out` at once (memory,

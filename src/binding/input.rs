@@ -12,12 +12,19 @@ use crate::time::{now_argument, Micros};
 /// The longest id, in UTF-8 bytes.
 pub const MAX_ID_BYTES: usize = 1024;
 
+/// Reads an id that may be left out: `undefined` is `None`, the limiter's one shared, global
+/// limit (only the callback API of the ClassDojo post offers that); anything else as [`id`].
+pub fn optional_id(value: Unknown) -> Outcome<Option<String>> {
+    if value.get_type().ok() == Some(ValueType::Undefined) {
+        return Ok(None);
+    }
+    id(value).map(Some)
+}
+
 /// Reads an id: a non-empty string of at most 1 KiB, or a finite number, which counts as its
 /// JavaScript string form (`1` and `"1"` are the same id, as in rolling-rate-limiter).
-/// `undefined` (no id) is `None`: the limiter's one shared, global limit.
-pub fn id(value: Unknown) -> Outcome<Option<String>> {
+pub fn id(value: Unknown) -> Outcome<String> {
     let id = match value.get_type() {
-        Ok(ValueType::Undefined) => return Ok(None),
         Ok(ValueType::String) => string_value(&value),
         Ok(ValueType::Number) => {
             let number = value.coerce_to_number().and_then(|n| n.get_double()).ok();
@@ -37,7 +44,7 @@ pub fn id(value: Unknown) -> Outcome<Option<String>> {
             return Err(Failure::type_error(
                 ErrorCode::InvalidId,
                 format!(
-                    "an id must be a string or a number, got {}",
+                    "an id must be a non-empty string or a finite number, got {}",
                     describe(&value)
                 ),
             ))
@@ -46,7 +53,7 @@ pub fn id(value: Unknown) -> Outcome<Option<String>> {
     let id =
         id.ok_or_else(|| Failure::type_error(ErrorCode::InvalidId, "the id could not be read"))?;
     check_id(&id)?;
-    Ok(Some(id))
+    Ok(id)
 }
 
 /// Checks the length of an id given as a string.
@@ -76,7 +83,7 @@ pub const MAX_IDS: usize = 16;
 /// judged together. Repeated ids count once.
 pub fn ids(value: Unknown) -> Outcome<Vec<Option<String>>> {
     if !value.is_array().unwrap_or(false) {
-        return Ok(vec![id(value)?]);
+        return Ok(vec![Some(id(value)?)]);
     }
     let not_ids = || {
         Failure::type_error(
@@ -95,7 +102,7 @@ pub fn ids(value: Unknown) -> Outcome<Vec<Option<String>>> {
     let mut ids = Vec::with_capacity(length);
     for i in 0..length as u32 {
         let item = array.get_element::<Unknown>(i).map_err(|_| not_ids())?;
-        let id = id(item)?.ok_or_else(not_ids)?;
+        let id = id(item)?;
         if !ids.contains(&Some(id.clone())) {
             ids.push(Some(id));
         }

@@ -2,13 +2,15 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{PromiseRaw, Unknown};
+use napi::bindgen_prelude::{FnArgs, Function, PromiseRaw, Unknown};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::{Env, ValueType};
 use napi_derive::napi;
 
 use super::options::{string_value, OptionsReader};
 use super::{js_error, rejected};
 use crate::error::{ErrorCode, Failure, Outcome};
+use crate::store::link::{RedisCounters, StoreEvent};
 use crate::store::redis::RedisStore;
 use crate::store::redis_config::{RedisConfig, RedisSettings};
 
@@ -132,6 +134,66 @@ impl JsRedisStore {
         self.inner.config().is_cluster()
     }
 
+    /// What the store has done since it was made: calls, failures by code, connections opened
+    /// and reopened, scripts loaded again (after a restart or failover), and script calls sent
+    /// (a batch carries many calls).
+    ///
+    /// ```js
+    /// setInterval(() => metrics.gauge('ratekeeper', store.stats()), 10_000)
+    /// ```
+    #[napi(catch_unwind)]
+    pub fn stats(&self) -> RedisStoreStats {
+        let c = self.inner.counters();
+        let get = |counter| RedisCounters::get(counter) as f64;
+        let batches = get(&c.batches);
+        RedisStoreStats {
+            calls: get(&c.calls),
+            failures: StoreFailures {
+                unavailable: get(&c.unavailable),
+                error: get(&c.errors),
+                closed: get(&c.closed),
+            },
+            connections: get(&c.connections),
+            reconnects: get(&c.reconnects),
+            script_loads: get(&c.script_loads),
+            batches,
+            mean_batch_size: if batches > 0.0 {
+                get(&c.batched_calls) / batches
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// Hands the store's events to `listener`, on the JS thread: `('error', node, message)`
+    /// once when a node's connection is lost (or cannot be opened), `('reconnect', node, '')`
+    /// once when it is back. It replaces the previous listener and does not keep the process
+    /// alive. Use `store.on('error' | 'reconnect', ...)`, which is built on it.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "listener: (type: 'error' | 'reconnect', node: string, message: string) => void"
+    )]
+    pub fn set_event_listener(
+        &self,
+        listener: Function<FnArgs<(&'static str, String, String)>, ()>,
+    ) -> napi::Result<()> {
+        let listener = listener
+            .build_threadsafe_function::<FnArgs<(&'static str, String, String)>>()
+            .weak::<true>()
+            .callee_handled::<false>()
+            .build()?;
+        self.inner
+            .counters()
+            .listen(Box::new(move |event: StoreEvent| {
+                let args = match event {
+                    StoreEvent::Lost { node, message } => ("error", node, message),
+                    StoreEvent::Reconnected { node } => ("reconnect", node, String::new()),
+                };
+                listener.call(args.into(), ThreadsafeFunctionCallMode::NonBlocking);
+            }));
+        Ok(())
+    }
+
     fn build(options: Option<Unknown>) -> Outcome<Self> {
         let settings = redis_settings(options)?;
         let config = RedisConfig::from_settings(settings)?;
@@ -139,6 +201,37 @@ impl JsRedisStore {
             inner: Arc::new(RedisStore::new(config)),
         })
     }
+}
+
+/// What a store has done, from `store.stats()`.
+#[napi(object)]
+pub struct RedisStoreStats {
+    /// Calls made (each call of a batch counts).
+    pub calls: f64,
+    /// Calls that failed, by error code.
+    pub failures: StoreFailures,
+    /// Connections opened (one per node, more after failures).
+    pub connections: f64,
+    /// Connections opened again after a failure.
+    pub reconnects: f64,
+    /// Scripts loaded again because Redis did not have them (`NOSCRIPT`: after a restart or a
+    /// failover).
+    pub script_loads: f64,
+    /// Script calls sent to Redis: concurrent calls of a limiter leave together.
+    pub batches: f64,
+    /// Calls per script call sent, on average.
+    pub mean_batch_size: f64,
+}
+
+/// Failed calls by error code.
+#[napi(object)]
+pub struct StoreFailures {
+    #[napi(js_name = "ERR_STORE_UNAVAILABLE")]
+    pub unavailable: f64,
+    #[napi(js_name = "ERR_STORE_ERROR")]
+    pub error: f64,
+    #[napi(js_name = "ERR_STORE_CLOSED")]
+    pub closed: f64,
 }
 
 /// Reads `string | RedisOptions`.

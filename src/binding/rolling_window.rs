@@ -13,7 +13,7 @@ use redis::{FromRedisValue, Script};
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
 use super::counting::verdict_values;
 use super::dispatch::{self, Ticket, Values, VALUES};
-use super::input::{call_options, id, CallOptions, Takes};
+use super::input::{call_options, id, optional_id, CallOptions, Takes};
 use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
 use super::{js_error, rejected};
@@ -50,6 +50,12 @@ pub struct RollingWindowOptions {
     /// On Redis, whose clock decides when no `now` is given: `'redis'` (the server's, the
     /// default: no skew between application hosts) or `'local'` (this host's).
     pub clock: Option<String>,
+    /// On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
+    /// that ids holding `{...}` spread over a Cluster's slots. Default `false`.
+    pub hash_ids: Option<bool>,
+    /// In memory: the most ids kept; past it, the least recently used are evicted (and start
+    /// afresh). Default: unbounded (idle ids are still dropped).
+    pub max_keys: Option<f64>,
 }
 
 /// The sorted-set rolling window of rolling-rate-limiter, in memory or on Redis: the native
@@ -83,6 +89,10 @@ enum Mode {
     /// Answer as `Consume` would, logging nothing (`peek`).
     Check,
 }
+
+/// Added to a mode of `run`: a call without an id counts against the limiter's one global
+/// limit (the callback API of the ClassDojo post) instead of failing with `ERR_INVALID_ID`.
+const GLOBAL_WHEN_NO_ID: u32 = 16;
 
 impl Mode {
     fn from_code(code: u32) -> Outcome<Self> {
@@ -161,8 +171,9 @@ impl JsRollingWindow {
         Self::build(options, store).map_err(|failure| js_error(&env, failure))
     }
 
-    /// The engine under `RateLimiter`: runs `mode` (0 attempt, 1 peek, 2 clear) for `id` with
-    /// the call options `{ now }`.
+    /// The engine under `RateLimiter`: runs `mode` (0 attempt, 1 peek, 2 clear, 3 consume,
+    /// 4 check; plus 16 to let a missing id mean the one global limit) for `id` with the call
+    /// options `{ now }`.
     ///
     /// In memory the answer is written to `out` (flags, wait in ms, actions remaining) and
     /// `true` is returned. On Redis, `false` is returned and the answer reaches the handler of
@@ -200,7 +211,7 @@ impl JsRollingWindow {
         options: Option<Unknown>,
     ) -> napi::Result<PromiseRaw<'env, Vec<LogEntry>>> {
         let (id, call) =
-            match self::id(id).and_then(|id| Ok((id, call_options(options, Takes::Now)?))) {
+            match self::id(id).and_then(|id| Ok((Some(id), call_options(options, Takes::Now)?))) {
                 Ok(parsed) => parsed,
                 Err(failure) => return rejected(env, failure),
             };
@@ -256,6 +267,13 @@ impl JsRollingWindow {
         self.backend.memory_size() as u32
     }
 
+    /// How many active ids the in-memory store evicted to stay within `maxKeys` (each then
+    /// started afresh). Always `0` without `maxKeys`.
+    #[napi(getter, catch_unwind)]
+    pub fn evicted_ids(&self) -> f64 {
+        self.backend.memory_evictions() as f64
+    }
+
     fn build(options: Unknown, store: Option<&JsRedisStore>) -> Outcome<Self> {
         let mut r = OptionsReader::new(
             Some(options),
@@ -295,8 +313,12 @@ impl JsRollingWindow {
         ticket: Ticket,
         out: &mut Float64ArraySlice,
     ) -> Outcome<bool> {
-        let mode = Mode::from_code(mode)?;
-        let id = self::id(id)?;
+        // The callback API's calls may leave the id out: the limiter's one global limit.
+        let id = match mode & GLOBAL_WHEN_NO_ID {
+            0 => Some(self::id(id)?),
+            _ => optional_id(id)?,
+        };
+        let mode = Mode::from_code(mode & !GLOBAL_WHEN_NO_ID)?;
         let takes = match mode {
             Mode::Consume | Mode::Check => Takes::WeightAndMeta,
             _ => Takes::Now,

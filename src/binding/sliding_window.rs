@@ -45,6 +45,12 @@ pub struct SlidingWindowOptions {
     /// On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
     /// `'local'`.
     pub clock: Option<String>,
+    /// On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
+    /// that ids holding `{...}` spread over a Cluster's slots. Default `false`.
+    pub hash_ids: Option<bool>,
+    /// In memory: the most ids kept; past it, the least recently used are evicted (and start
+    /// afresh). Default: unbounded (idle ids are still dropped).
+    pub max_keys: Option<f64>,
 }
 
 counting_class!(

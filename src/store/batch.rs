@@ -91,6 +91,7 @@ impl ScriptBatcher {
                     .bounded(store.eval_batch(script, &shared, &calls))
                     .await
                     .and_then(|mut answers| answers.pop().unwrap_or_else(|| Err(short_reply())));
+                store.count_call(&answer);
                 (call.answered)(answer);
             });
             return;
@@ -138,7 +139,7 @@ async fn send_batch(store: &RedisStore, script: &Script, shared: &[String], batc
         .into_iter()
         .partition(|call| now.duration_since(call.since) >= timeout);
     for call in expired {
-        (call.answered)(Err(store.timeout_failure()));
+        answer(store, call.answered, Err(store.timeout_failure()));
     }
     let Some(oldest) = live.iter().map(|call| call.since).min() else {
         return;
@@ -153,16 +154,21 @@ async fn send_batch(store: &RedisStore, script: &Script, shared: &[String], batc
         .await
     {
         Ok(answers) => {
-            for (answered, answer) in answered.into_iter().zip(answers) {
-                answered(answer);
+            for (answered, outcome) in answered.into_iter().zip(answers) {
+                answer(store, answered, outcome);
             }
         }
         Err(failure) => {
             for answered in answered {
-                answered(Err(failure.clone()));
+                answer(store, answered, Err(failure.clone()));
             }
         }
     }
+}
+
+fn answer(store: &RedisStore, answered: Answered, outcome: Outcome<Value>) {
+    store.count_call(&outcome);
+    answered(outcome);
 }
 
 pub(super) fn short_reply() -> Failure {

@@ -1,10 +1,13 @@
 //! Where limiter state lives: in this process ([`memory`]) or in Redis ([`redis`], configured by
-//! [`redis_config`], its script calls batched by [`batch`], Cluster slots checked by [`slot`]).
+//! [`redis_config`], over one [`link`] per node, a Cluster followed by [`cluster`], its script
+//! calls batched by [`batch`], Cluster slots checked by [`slot`]).
 //!
 //! Stores know nothing of the algorithms: the memory store keeps one state value per id, the
 //! Redis store runs Lua scripts. The algorithms' modules say what the state is.
 
 pub mod batch;
+pub mod cluster;
+pub mod link;
 pub mod memory;
 pub mod redis;
 pub mod redis_config;

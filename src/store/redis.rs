@@ -1,60 +1,22 @@
-//! The Redis store: one multiplexed connection (single node or Cluster) that runs the algorithms'
+//! The Redis store: connections to a single node or to a Cluster that run the algorithms'
 //! Lua scripts, each call bounded by a timeout.
 //!
-//! The connection is opened on first use and reopened by itself after Redis comes back, so a
+//! Connections are opened on first use and reopened by themselves after Redis comes back, so a
 //! limiter built while Redis is down starts working as soon as Redis is up. Every call either
 //! answers or fails with `ERR_STORE_UNAVAILABLE` within `command_timeout`: it never hangs.
 //! Scripts go out as EVALSHA and are loaded again when Redis answers NOSCRIPT (after a restart
-//! or a failover), which redis-rs's `ScriptInvocation` does for us.
+//! or a failover). A Cluster is followed by [`super::cluster`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{LazyLock, RwLock};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::{
-    Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, ScriptInvocation,
-    ServerErrorKind, Value,
-};
+use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, Script, ServerErrorKind, Value};
 
+use super::cluster::Cluster;
+use super::link::{NodeLink, RedisCounters};
 use super::redis_config::RedisConfig;
 use crate::error::{ErrorCode, Failure, Outcome};
-
-#[derive(Clone)]
-enum Connection {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl redis::aio::ConnectionLike for Connection {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Connection::Single(c) => c.req_packed_command(cmd),
-            Connection::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Connection::Single(c) => c.get_db(),
-            Connection::Cluster(c) => c.get_db(),
-        }
-    }
-}
 
 /// A sorted-set member that no other call anywhere uses, shaped like rolling-rate-limiter's
 /// UUID v4 members: a random per-process prefix and a per-process counter.
@@ -82,19 +44,39 @@ pub fn unique_member() -> String {
 /// A shared, lazily opened connection to Redis.
 pub struct RedisStore {
     config: RedisConfig,
-    connection: RwLock<Option<Connection>>,
-    /// Held while a connection is being opened, so that concurrent callers open one, not many.
-    opening: tokio::sync::Mutex<()>,
+    target: Target,
     closed: AtomicBool,
+    counters: Arc<RedisCounters>,
+}
+
+enum Target {
+    Single(Box<NodeLink>),
+    Cluster(Cluster),
 }
 
 impl RedisStore {
     pub fn new(config: RedisConfig) -> Self {
+        let counters = Arc::new(RedisCounters::default());
+        let target = if config.cluster {
+            Target::Cluster(Cluster::new(
+                &config.nodes,
+                config.connect_timeout,
+                config.command_timeout,
+                counters.clone(),
+            ))
+        } else {
+            Target::Single(Box::new(NodeLink::new(
+                config.nodes[0].clone(),
+                AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(config.connect_timeout))
+                    .set_response_timeout(Some(config.command_timeout)),
+            )))
+        };
         Self {
             config,
-            connection: RwLock::new(None),
-            opening: tokio::sync::Mutex::new(()),
+            target,
             closed: AtomicBool::new(false),
+            counters,
         }
     }
 
@@ -102,57 +84,96 @@ impl RedisStore {
         &self.config
     }
 
-    /// Opens the connection now (it is otherwise opened by the first call).
+    /// What the store has done (calls, failures, reconnects, ...), for `stats()`.
+    pub fn counters(&self) -> &RedisCounters {
+        &self.counters
+    }
+
+    /// Opens the connection now (it is otherwise opened by the first call); on a Cluster, reads
+    /// the slot map.
     pub async fn connect(&self) -> Outcome<()> {
-        self.bounded(async { self.connection().await.map(drop) })
-            .await
+        self.bounded(async {
+            self.check_open()?;
+            match &self.target {
+                Target::Single(link) => link
+                    .connection(&self.counters)
+                    .await
+                    .map(drop)
+                    .map_err(|e| self.failure(None, e)),
+                Target::Cluster(cluster) => cluster
+                    .connect()
+                    .await
+                    .map_err(|e| self.failure(e.node.as_deref(), e.error)),
+            }
+        })
+        .await
     }
 
-    /// Runs a script (no timeout of its own: callers bound it).
-    pub(super) async fn run_script<T: FromRedisValue>(
-        &self,
-        invocation: &ScriptInvocation<'_>,
-    ) -> Outcome<T> {
-        let mut connection = self.connection().await?;
-        invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(|e| self.failure(e))
+    /// Runs `cmd` on the node that holds `key` (on a single node: the node); `script` is the
+    /// script of an EVALSHA, loaded on NOSCRIPT. No timeout of its own: callers bound it.
+    async fn query(&self, key: &str, cmd: &Cmd, script: Option<&Script>) -> Outcome<Value> {
+        self.check_open()?;
+        match &self.target {
+            Target::Single(link) => {
+                let mut connection = link
+                    .connection(&self.counters)
+                    .await
+                    .map_err(|e| self.failure(None, e))?;
+                super::link::query_script(&mut connection, cmd, script, &self.counters)
+                    .await
+                    .map_err(|e| {
+                        link.failed(&e, &self.counters);
+                        self.failure(None, e)
+                    })
+            }
+            Target::Cluster(cluster) => cluster
+                .query(key, cmd, script)
+                .await
+                .map_err(|e| self.failure(e.node.as_deref(), e.error)),
+        }
     }
 
-    /// Runs a multi-key script (see [`ScriptBatcher`]) for `calls`; one answer per call, in
-    /// order. No timeout of its own: callers bound it.
+    /// Runs a multi-key script (see [`super::batch::ScriptBatcher`]) for `calls`; one answer per
+    /// call, in order. No timeout of its own: callers bound it.
     pub(super) async fn eval_batch(
         &self,
         script: &Script,
         shared: &[String],
         calls: &[(Vec<String>, Vec<String>)],
     ) -> Outcome<Vec<Outcome<Value>>> {
-        let mut invocation = script.prepare_invoke();
-        for (keys, _) in calls {
-            invocation.key(keys);
-        }
-        invocation.arg(shared);
+        let keys: Vec<&String> = calls.iter().flat_map(|(keys, _)| keys).collect();
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash())
+            .arg(keys.len())
+            .arg(&keys)
+            .arg(shared);
         for (_, args) in calls {
-            invocation.arg(args);
+            cmd.arg(args);
         }
-        let reply: Vec<Value> = self.run_script(&invocation).await?;
-        if reply.len() != calls.len() {
-            return Err(super::batch::short_reply());
-        }
+        self.counters.count(&self.counters.batches);
+        self.counters
+            .add(&self.counters.batched_calls, calls.len() as u64);
+        let first_key = keys.first().map_or("", |key| key.as_str());
+        let reply = match self.query(first_key, &cmd, Some(script)).await? {
+            Value::Array(reply) if reply.len() == calls.len() => reply,
+            _ => return Err(super::batch::short_reply()),
+        };
         Ok(reply
             .into_iter()
             .map(|answer| match answer {
                 // The script answers a call that failed alone with its error message.
-                Value::BulkString(message) => Err(Failure::error(
-                    ErrorCode::StoreError,
-                    format!(
-                        "Redis at {} answered with an error: {}",
-                        self.config.endpoint,
-                        String::from_utf8_lossy(&message)
-                    ),
-                )
-                .with_cause("ResponseError", String::from_utf8_lossy(&message))),
+                Value::BulkString(message) => {
+                    let message = String::from_utf8_lossy(&message);
+                    let failure = Failure::error(
+                        ErrorCode::StoreError,
+                        format!(
+                            "Redis at {} answered with an error: {message}",
+                            self.node_of(first_key)
+                        ),
+                    )
+                    .with_cause("ResponseError", message);
+                    Err(failure)
+                }
                 answer => Ok(answer),
             })
             .collect())
@@ -160,28 +181,36 @@ impl RedisStore {
 
     /// Deletes keys (of one slot, on a Cluster), within `commandTimeoutMs`.
     pub async fn delete(&self, keys: &[String]) -> Outcome<()> {
-        self.bounded(async {
-            let mut connection = self.connection().await?;
-            Cmd::del(keys)
-                .query_async(&mut connection)
-                .await
-                .map_err(|e| self.failure(e))
-        })
-        .await
+        let first_key = keys.first().map_or("", |key| key.as_str());
+        let outcome = self
+            .bounded(async { self.query(first_key, &Cmd::del(keys), None).await.map(drop) })
+            .await;
+        self.count_call(&outcome);
+        outcome
     }
 
-    /// Closes the connection. Calls made after this fail with `ERR_STORE_CLOSED`; calls under
+    /// Closes the connections. Calls made after this fail with `ERR_STORE_CLOSED`; calls under
     /// way finish on the connection they hold.
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        self.connection
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
+        match &self.target {
+            Target::Single(link) => link.close(),
+            Target::Cluster(cluster) => cluster.close(),
+        }
     }
 
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    fn check_open(&self) -> Outcome<()> {
+        if self.is_closed() {
+            return Err(Failure::error(
+                ErrorCode::StoreClosed,
+                "the Redis store was closed with close()",
+            ));
+        }
+        Ok(())
     }
 
     /// Runs `work` within `commandTimeoutMs`.
@@ -214,93 +243,58 @@ impl RedisStore {
         .with_cause("Timeout", "the command timed out")
     }
 
-    async fn connection(&self) -> Outcome<Connection> {
-        if let Some(connection) = self.current() {
-            return Ok(connection);
-        }
-        let _opening = self.opening.lock().await;
-        if let Some(connection) = self.current() {
-            return Ok(connection);
-        }
-        if self.is_closed() {
-            return Err(Failure::error(
-                ErrorCode::StoreClosed,
-                "the Redis store was closed with close()",
-            ));
-        }
-        let connection = self.open().await.map_err(|e| self.failure(e))?;
-        *self
-            .connection
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(connection.clone());
-        Ok(connection)
-    }
-
-    fn current(&self) -> Option<Connection> {
-        self.connection
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-    }
-
-    async fn open(&self) -> Result<Connection, RedisError> {
-        let c = &self.config;
-        if c.cluster {
-            let first = c.nodes[0].redis_settings();
-            let mut builder = ClusterClient::builder(c.nodes.clone())
-                .connection_timeout(c.connect_timeout)
-                .response_timeout(c.command_timeout)
-                .retries(2);
-            if let Some(username) = first.username() {
-                builder = builder.username(username);
-            }
-            if let Some(password) = first.password() {
-                builder = builder.password(password);
-            }
-            let client = builder.build()?;
-            Ok(Connection::Cluster(client.get_async_connection().await?))
-        } else {
-            let client = redis::Client::open(c.nodes[0].clone())?;
-            let manager_config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(c.connect_timeout))
-                .set_response_timeout(Some(c.command_timeout))
-                .set_number_of_retries(1)
-                .set_max_delay(Duration::from_millis(500));
-            let manager = ConnectionManager::new_with_config(client, manager_config).await?;
-            Ok(Connection::Single(manager))
+    /// Counts a call and how it ended.
+    pub(super) fn count_call<T>(&self, outcome: &Outcome<T>) {
+        let counters = &self.counters;
+        counters.count(&counters.calls);
+        if let Err(failure) = outcome {
+            counters.count(match failure.code {
+                ErrorCode::StoreUnavailable => &counters.unavailable,
+                ErrorCode::StoreClosed => &counters.closed,
+                _ => &counters.errors,
+            });
         }
     }
 
-    /// Sorts a redis-rs error into "Redis is unavailable" or "Redis said no".
-    fn failure(&self, error: RedisError) -> Failure {
+    /// The node that serves `key`, for messages: on a single node, the node.
+    fn node_of(&self, key: &str) -> String {
+        match &self.target {
+            Target::Cluster(cluster) => cluster
+                .owner_of(key)
+                .map_or_else(|| self.config.endpoint.clone(), |node| node.to_string()),
+            Target::Single(_) => self.config.endpoint.clone(),
+        }
+    }
+
+    /// Sorts a redis-rs error at `node` (default: the configured endpoint) into "Redis is
+    /// unavailable" or "Redis said no".
+    fn failure(&self, node: Option<&str>, error: RedisError) -> Failure {
+        let node = node.unwrap_or(&self.config.endpoint);
         let unavailable = error.is_io_error()
             || error.is_timeout()
             || error.is_connection_dropped()
             || error.is_connection_refusal()
-            || error.is_cluster_error()
             || matches!(
                 error.kind(),
-                ErrorKind::ClusterConnectionNotFound
-                    | ErrorKind::Server(ServerErrorKind::BusyLoading)
-                    | ErrorKind::Server(ServerErrorKind::MasterDown)
+                ErrorKind::Server(
+                    ServerErrorKind::BusyLoading
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::ReadOnly
+                )
             );
         let cause_code = format!("{:?}", error.kind());
         let cause_message = error.to_string();
         if unavailable {
             Failure::error(
                 ErrorCode::StoreUnavailable,
-                format!(
-                    "Redis at {} is unavailable: {cause_message}",
-                    self.config.endpoint
-                ),
+                format!("Redis at {node} is unavailable: {cause_message}"),
             )
         } else {
             Failure::error(
                 ErrorCode::StoreError,
-                format!(
-                    "Redis at {} answered with an error: {cause_message}",
-                    self.config.endpoint
-                ),
+                format!("Redis at {node} answered with an error: {cause_message}"),
             )
         }
         .with_cause(cause_code, cause_message)

@@ -60,7 +60,7 @@ impl RedisConfig {
                 "`db` must be 0 with `cluster`: Redis Cluster has one database",
             ));
         }
-        let endpoint = endpoint_of(nodes[0].addr());
+        let endpoint = super::link::address_of(nodes[0].addr());
         Ok(Self {
             nodes,
             cluster,
@@ -138,16 +138,6 @@ fn node_info(url: Option<&str>, s: &RedisSettings, url_option: &str) -> Outcome<
         }
     }
     Ok(info)
-}
-
-fn endpoint_of(addr: &ConnectionAddr) -> String {
-    match addr {
-        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-            format!("{host}:{port}")
-        }
-        ConnectionAddr::Unix(path) => path.display().to_string(),
-        _ => "(unknown address)".to_owned(),
-    }
 }
 
 trait KindDescription {
