@@ -286,8 +286,16 @@ export interface RedisOptions {
   password?: string
   /** Database number. Default `0`. */
   db?: number
-  /** Connect with TLS. Default `false` (or `true` with a `rediss://` URL). */
-  tls?: boolean
+  /**
+   * Connect with TLS: `true`, or Node's TLS options for a private CA, a client certificate
+   * or another server name (implying `true`). Default `false` (or `true` with a `rediss://`
+   * URL).
+   *
+   * ```js
+   * new RedisStore({ url: 'rediss://10.0.0.5:6380', tls: { ca: fs.readFileSync('ca.pem'), servername: 'redis.internal' } })
+   * ```
+   */
+  tls?: boolean | RedisTlsOptions
   /** URLs of one or more Redis Cluster nodes; the rest are discovered. Default: not a cluster. */
   cluster?: Array<string>
   /** How long opening a connection may take, in milliseconds. Default `1000`. */
@@ -318,6 +326,26 @@ export interface RedisStoreStats {
   batches: number
   /** Calls per script call sent, on average. */
   meanBatchSize: number
+}
+
+/** TLS options, named as Node's `tls.connect` names them (ioredis passes the same). */
+export interface RedisTlsOptions {
+  /**
+   * Certificates (PEM, as strings or Buffers) to trust instead of the system's: a private
+   * CA. Default: the system's.
+   */
+  ca?: string | Uint8Array | Array<string | Uint8Array>
+  /** A client certificate (PEM), for a server with `tls-auth-clients yes`. Default: none. */
+  cert?: string | Uint8Array
+  /** The client certificate's private key (PEM). Default: none. */
+  key?: string | Uint8Array
+  /**
+   * The name the server's certificate must carry, when it is not the host connected to
+   * (single node only). Default: the host.
+   */
+  servername?: string
+  /** `false` accepts any certificate: for tests only. Default `true`. */
+  rejectUnauthorized?: boolean
 }
 
 /**

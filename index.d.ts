@@ -21,12 +21,63 @@ export type Id = string | number
 export type RedisClientLike = RedisStore | string | RedisOptions | object
 
 /**
+ * Where and how a limiter keeps its state: options every limiter takes.
+ */
+export interface StoreOptions {
+  /**
+   * On Redis, what a call answers while Redis is unavailable (`ERR_STORE_UNAVAILABLE`: down,
+   * unreachable, or not answering within `commandTimeoutMs`):
+   * - `'reject'` (default): the call rejects with that error;
+   * - `'allow'`: the call is allowed, unchecked and uncounted; the answer object carries
+   *   `reason: 'store-unavailable'` and `store: 'none'`;
+   * - `'memory'`: an in-process limiter with the same settings decides (each process then has
+   *   its own budget per id, from empty); the answer object carries
+   *   `reason: 'store-unavailable'` and `store: 'memory'`.
+   *
+   * After a failure, calls go to the fallback for half a second, then Redis is tried again,
+   * until it answers. Only for limiters on Redis (`ERR_INVALID_OPTION` in memory).
+   *
+   * ```js
+   * new FixedWindow({ client, onStoreError: 'memory', limits: [{ duration: 60_000, limit: 100 }] })
+   * ```
+   */
+  onStoreError?: 'reject' | 'allow' | 'memory'
+  /**
+   * On Redis: put a hash tag made from the id in front of it in the key
+   * (`namespace + '{' + 16 hex digits + '}' + id`), so that ids that hold `{...}` themselves
+   * (chosen by a client: `'{victim}1'`, `'{victim}2'`, ...) still spread over a Cluster's slots
+   * instead of all landing on the shard the client picked. Default `false`: keys are
+   * `namespace + id`, rolling-rate-limiter's and redback's layout, which other apps may share.
+   * With `hashIds`, the ids of one multi-id call land on different slots: on a Cluster, give
+   * them a common tag in the `namespace` instead (the first `{...}` of a key decides).
+   */
+  hashIds?: boolean
+  /**
+   * In memory: the most ids kept. Past it, idle ids are dropped first, then the least recently
+   * used eighth is evicted (counted in `evictedIds`); an evicted id starts afresh, so keep it
+   * above the ids active within one window. Default: unbounded (idle ids are still dropped as
+   * the map grows). Not for limiters on Redis, where keys expire by themselves.
+   */
+  maxKeys?: number
+}
+
+/**
+ * What an answer object carries when `onStoreError` answered it instead of Redis.
+ */
+export interface StoreFallback {
+  /** `'store-unavailable'` on an answer that Redis did not give. Absent otherwise. */
+  reason?: 'store-unavailable'
+  /** `'memory'` (the in-process fallback decided) or `'none'` (allowed unchecked). Absent when the limiter's store decided. */
+  store?: 'memory' | 'none'
+}
+
+/**
  * rolling-rate-limiter 0.4's options.
  *
  * Errors: `ERR_INVALID_OPTION` (`TypeError` for a wrong type, `RangeError` out of range) and
  * `ERR_UNKNOWN_OPTION` for a key that is no option, thrown by the constructor.
  */
-export interface RateLimiterOptions {
+export interface RateLimiterOptions extends StoreOptions {
   /** The window's length in milliseconds (> 0). Required. */
   interval: number
   /** How many actions the window admits: a whole number from 1 to 1,000,000. Required. */
@@ -65,7 +116,7 @@ export interface CallOptions {
 }
 
 /** rolling-rate-limiter's answer to `limitWithInfo` and `wouldLimitWithInfo`. */
-export interface RateLimitInfo {
+export interface RateLimitInfo extends StoreFallback {
   /** Whether the action is (or would be) refused. */
   blocked: boolean
   /** Refused because `maxInInterval` actions already happened within `interval`. */
@@ -186,9 +237,11 @@ export declare const SlidingLog: {
 export interface InMemoryRateLimiter extends RateLimiter {
   /** How many ids hold state in memory; idle ones are dropped as the map grows. */
   readonly trackedIds: number
+  /** How many active ids were evicted to stay within `maxKeys` (0 without it). */
+  readonly evictedIds: number
 }
 export declare const InMemoryRateLimiter: {
-  new (options: Omit<RateLimiterOptions, 'client' | 'clock'>): InMemoryRateLimiter
+  new (options: Omit<RateLimiterOptions, 'client' | 'clock' | 'onStoreError'>): InMemoryRateLimiter
   prototype: InMemoryRateLimiter
 }
 
@@ -251,7 +304,7 @@ export interface LimiterFunction {
 }
 
 /** The answer of every counting limiter (`consume`, `peek`). */
-export interface Verdict {
+export interface Verdict extends StoreFallback {
   /** Whether the action is (for `peek`: would be) allowed; an allowed `consume` was counted. */
   allowed: boolean
   /**
@@ -277,7 +330,7 @@ export interface ConsumeOptions extends CallOptions {
 export type Ids = Id | Id[]
 
 /** Options every counting limiter takes besides its `limits`. */
-export interface CountingLimiterOptions<Limit> {
+export interface CountingLimiterOptions<Limit> extends StoreOptions {
   /** 1 to 16 limits, all checked together: a call is counted only when every one admits it. Required. */
   limits: Limit[]
   /** Keep the counters in Redis (see {@link RedisClientLike}). Default: in memory. */
@@ -301,6 +354,8 @@ export declare class CountingLimiter<Limit> {
   readonly limits: ReadonlyArray<Limit>
   /** How many ids hold state in memory (0 on Redis). */
   readonly trackedIds: number
+  /** How many active ids were evicted to stay within `maxKeys` (0 without it, and on Redis). */
+  readonly evictedIds: number
   /**
    * Counts the action when every limit of every id admits it; answers either way.
    *
@@ -365,7 +420,7 @@ export interface SlidingWindowLimit {
 export declare class SlidingWindow extends CountingLimiter<SlidingWindowLimit> {}
 
 /** redback's `RateLimit` options (seconds, as redback), plus where to keep the counts. */
-export interface RedbackRateLimitOptions {
+export interface RedbackRateLimitOptions extends StoreOptions {
   /** The circle's size in seconds. Default `600`. */
   bucket_span?: number
   /** Each bucket's size in seconds; `bucket_span` must be a multiple of it. Default `5`. */
@@ -485,3 +540,22 @@ export declare function microsecondsToMilliseconds(microseconds: number): number
 export declare function microsecondsToSeconds(microseconds: number): number
 
 export default RateLimiter
+
+declare module './binding' {
+  interface RedisStore {
+    /**
+     * Once per outage of a node (its connection lost, or not opened): `listener(error)`, an
+     * `Error` with `code: 'ERR_STORE_UNAVAILABLE'` and `node` (`'host:port'`). Calls that fail
+     * meanwhile still reject one by one; this lets an app log an outage once. Returns the store.
+     *
+     * ```js
+     * store.on('error', (error) => log.warn(error.message)).on('reconnect', ({ node }) => log.info(`Redis at ${node} is back`))
+     * ```
+     */
+    on(event: 'error', listener: (error: Error & { code: 'ERR_STORE_UNAVAILABLE'; node: string }) => void): this
+    /** Once when a node whose connection had failed is connected again. Returns the store. */
+    on(event: 'reconnect', listener: (event: { node: string }) => void): this
+    /** Removes a listener added with `on`. */
+    off(event: 'error' | 'reconnect', listener: (...args: any[]) => void): this
+  }
+}

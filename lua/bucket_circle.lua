@@ -22,19 +22,58 @@ local buckets = tonumber(ARGV[2])
 local expiry = tonumber(ARGV[3])
 
 
+-- redback's buckets (`0` .. buckets - 1) and our `last`.
+local function circle_field(name)
+  if name == 'last' then
+    return true
+  end
+  local bucket = string.match(name, '^%d+$') and tonumber(name)
+  return bucket and bucket < buckets
+end
+
+-- Reads the whole circle and `last`, checked: { last or nil, count of bucket 0, 1, ... }.
+local function read_circle(key)
+  local fields = { 'last' }
+  for b = 0, buckets - 1 do
+    fields[#fields + 1] = b
+  end
+  local stored = redis.call('HMGET', key, unpack(fields))
+  local found = 0
+  for i = 1, #fields do
+    if stored[i] then
+      found = found + 1
+    end
+    stored[i] = whole(key, fields[i], stored[i])
+  end
+  check_fields(key, found, circle_field)
+  return stored
+end
+
 local function add(key, current)
-  local last = tonumber(redis.call('HGET', key, 'last'))
-  local emptied = {}
+  local stored = read_circle(key)
+  local last = stored[1]
+  local emptied, zero = {}, {}
   if last and last < current then
     for b = math.max(last + 1, current - buckets + 1), current do
-      emptied[#emptied + 1] = b % buckets
+      zero[b % buckets] = true
     end
   end
-  emptied[#emptied + 1] = (current + 1) % buckets
-  emptied[#emptied + 1] = (current + 2) % buckets
-  redis.call('HDEL', key, unpack(emptied))
-  redis.call('HINCRBY', key, current % buckets, 1)
-  redis.call('HSET', key, 'last', math.max(current, last or current))
+  zero[(current + 1) % buckets] = true
+  zero[(current + 2) % buckets] = true
+  local bucket = current % buckets
+  local count = 1
+  if not zero[bucket] then
+    count = (stored[bucket + 2] or 0) + 1
+  end
+  zero[bucket] = nil
+  for b in pairs(zero) do
+    emptied[#emptied + 1] = b
+  end
+  -- Written first: at maxmemory, Redis refuses a script's writes only until its first one.
+  redis.call('HSET', key, bucket, count, 'last', math.max(current, last or current))
+  if #emptied > 0 then
+    redis.call('HDEL', key, unpack(emptied))
+  end
   redis.call('EXPIRE', key, expiry)
 end
 
@@ -51,9 +90,17 @@ local function call(key, mode, now, lookback)
     fields[#fields + 1] = b % buckets
   end
   local stored = redis.call('HMGET', key, unpack(fields))
-  local answer = { now, tonumber(stored[1]) or -1 }
-  for i = 2, #stored do
-    answer[i + 1] = tonumber(stored[i]) or 0
+  local answer, found = { now, whole(key, 'last', stored[1]) or -1 }, 0
+  for i = 1, #stored do
+    if stored[i] then
+      found = found + 1
+    end
+    if i > 1 then
+      answer[i + 1] = whole(key, fields[i], stored[i]) or 0
+    end
+  end
+  if mode == 'count' then
+    check_fields(key, found, circle_field)
   end
   return answer
 end

@@ -39,23 +39,37 @@ for j = 2, limit_count do
 end
 
 
+-- The hash's fields are limits' counters and windows (also of other limiters that share the
+-- namespace, with other durations).
+local function counter_field(name)
+  return string.match(name, '^%d+$') or string.match(name, '^%d+:w$')
+end
+
 local function judge(first_key, id_count, now, weight)
   local answer, windows, allowed, renew = { now }, {}, true, {}
   for j = 1, limit_count do
     windows[j] = math.floor(now / durations[j])
   end
-  local counted = {}
+  local counted, found = {}, {}
   for i = 0, id_count - 1 do
-    local stored = redis.call('HMGET', KEYS[first_key + i], unpack(fields))
+    local key = KEYS[first_key + i]
+    local stored = redis.call('HMGET', key, unpack(fields))
+    found[i] = 0
+    for f = 1, 2 * limit_count do
+      if stored[f] then
+        found[i] = found[i] + 1
+      end
+    end
     -- The TTL is renewed when the longest window changes: set then, it outlives that window.
-    renew[i] = tonumber(stored[2 * longest]) ~= windows[longest]
+    renew[i] = whole(key, fields[2 * longest], stored[2 * longest]) ~= windows[longest]
     for j = 1, limit_count do
       -- A counter never moves back to an older window: a late call (a host with a slow clock)
       -- counts in the newer window it is in (see Counters in src/fixed_window.rs).
       local count, window = 0, windows[j]
-      local stored_window = tonumber(stored[2 * j])
+      local stored_count = whole(key, fields[2 * j - 1], stored[2 * j - 1])
+      local stored_window = whole(key, fields[2 * j], stored[2 * j])
       if stored_window and stored_window >= windows[j] then
-        count, window = tonumber(stored[2 * j - 1]), stored_window
+        count, window = stored_count or 0, stored_window
       end
       counted[i * limit_count + j] = window
       answer[#answer + 1] = count
@@ -63,6 +77,9 @@ local function judge(first_key, id_count, now, weight)
         allowed = false
       end
     end
+  end
+  for i = 0, id_count - 1 do
+    check_fields(KEYS[first_key + i], found[i], counter_field)
   end
   if consume and allowed then
     for i = 0, id_count - 1 do

@@ -37,3 +37,36 @@ local function each_counting_call(first_arg, judge)
   end
   return answers
 end
+
+-- Data this limiter did not write at its key (a key of another type is WRONGTYPE already): the
+-- call fails alone with a message naming the key, before anything is written.
+local function corrupt(key, what)
+  error({ err = 'ERR ratekeeper: ' .. key .. ' ' .. what ..
+    ' (not written by this limiter: reset the id or delete the key)' })
+end
+
+-- A stored whole number from 0 to 2^53 (a count, a window, a bucket, a time in microseconds):
+-- nil when absent, the call's failure when it is anything else ("abc", "-5", "1e999", "nan").
+local function whole(key, field, value)
+  if not value then
+    return nil
+  end
+  local number = tonumber(value)
+  if not number or number ~= number or number < 0 or number >= 9007199254740992 or number % 1 ~= 0 then
+    corrupt(key, 'holds ' .. field .. ' = ' .. value .. ', not a whole number')
+  end
+  return number
+end
+
+-- Fails unless every field of the hash at `key` passes `valid(name)`. `read` fields were found
+-- already: the names are listed only when the hash holds more than those.
+local function check_fields(key, read, valid)
+  if redis.call('HLEN', key) <= read then
+    return
+  end
+  for _, name in ipairs(redis.call('HKEYS', key)) do
+    if not valid(name) then
+      corrupt(key, 'holds a field ' .. name)
+    end
+  end
+end

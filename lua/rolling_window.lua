@@ -44,6 +44,30 @@ local function score_at(key, rank)
   return tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
 end
 
+-- The oldest score of the log (nil when empty), once every score is known to be a time: from 0
+-- to 2^53 microseconds. A set holding -inf, +inf or a negative score was not written by a
+-- limiter (nor by rolling-rate-limiter): the call fails before anything is written.
+local function checked_oldest(key)
+  local oldest = score_at(key, 0)
+  if not oldest then
+    return nil
+  end
+  local newest = score_at(key, -1)
+  for _, score in ipairs({ oldest, newest }) do
+    if score ~= score or score < 0 or score >= 9007199254740992 then
+      corrupt(key, 'holds a score of ' .. tostring(score) .. ', not a time in microseconds')
+    end
+  end
+  return oldest
+end
+
+-- Drops the entries that left the window (at or before `window_start`), if any.
+local function prune(key, oldest, window_start)
+  if oldest and oldest <= window_start then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.17g', window_start))
+  end
+end
+
 -- For an attempt that is not recorded (recordBlocked false), appends to `answer` the call's now
 -- and the log's facts without it (LogFacts): the newest of the in_window actions in the window,
 -- and the k-th oldest, k = count - maxInInterval (count with the attempt), when k >= 1: the
@@ -65,6 +89,7 @@ end
 
 -- As rolling-rate-limiter's wouldLimit: the attempt is appended after the stored log.
 local function peek_at(key, now)
+  checked_oldest(key)
   local window_start = now - interval
   local in_window = redis.call('ZCOUNT', key, string.format('(%.17g', window_start), '+inf')
   local count = in_window + 1
@@ -82,8 +107,11 @@ local function peek_at(key, now)
 end
 
 local function limit_at(key, now, member)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - interval)
+  local oldest = checked_oldest(key)
+  -- Added first: at maxmemory, Redis refuses a script's writes only until its first one. (The
+  -- attempt, at `now`, is inside the window: pruning after it does not remove it.)
   redis.call('ZADD', key, now, member)
+  prune(key, oldest, now - interval)
   local count = redis.call('ZCARD', key)
   local full = count >= max_in_interval
   local current, previous, anchor = now, 0, now
@@ -116,14 +144,9 @@ end
 
 -- The sliding log: only allowed actions are logged, `weight` of them, with `meta`.
 local function log_at(key, now, member, weight, meta, write)
+  local oldest = checked_oldest(key)
   local window_start = now - interval
-  local in_window
-  if write then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', window_start)
-    in_window = redis.call('ZCARD', key)
-  else
-    in_window = redis.call('ZCOUNT', key, string.format('(%.17g', window_start), '+inf')
-  end
+  local in_window = redis.call('ZCOUNT', key, string.format('(%.17g', window_start), '+inf')
   local newest, anchor = 0, 0
   if in_window > 0 then
     newest = score_at(key, -1)
@@ -150,10 +173,15 @@ local function log_at(key, now, member, weight, meta, write)
     end
     redis.call('EXPIRE', key, math.ceil(interval / 1000000) + 1)
   end
+  -- After the additions (see limit_at); a refused call forgets what left the window too.
+  if write then
+    prune(key, oldest, window_start)
+  end
   return { now, in_window, newest, anchor }
 end
 
 local function entries_at(key, now)
+  checked_oldest(key)
   return redis.call('ZRANGEBYSCORE', key, string.format('(%.17g', now - interval), '+inf', 'WITHSCORES')
 end
 

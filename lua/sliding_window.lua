@@ -34,44 +34,61 @@ local consume = ARGV[4 * limit_count + 2] == 'consume'
 local ttl = tonumber(ARGV[4 * limit_count + 3])
 
 
+-- The hash's fields are limits' buckets and oldest buckets (also of other limiters that share
+-- the namespace).
+local function bucket_field(name)
+  return string.match(name, '^%d+:%d+:%d+$') or string.match(name, '^%d+:%d+:o$')
+end
+
 local function judge(first_key, id_count, now, weight)
-  local answer, allowed, writes = { now }, true, {}
+  local answer, allowed, writes, dead = { now }, true, {}, {}
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
+    local found = 0
     for j = 1, limit_count do
       local prefix = prefixes[j]
       local bucket = math.floor(now / precisions[j])
       local first_live = bucket - buckets[j] + 1
-      if consume then
-        local oldest = tonumber(redis.call('HGET', key, prefix .. 'o'))
-        if oldest and oldest < first_live then
-          local dead = {}
-          for b = oldest, math.min(first_live, oldest + buckets[j]) - 1 do
-            dead[#dead + 1] = prefix .. b
-          end
-          redis.call('HDEL', key, unpack(dead))
-        end
-      end
-      local fields = {}
+      local fields = { prefix .. 'o' }
       for b = first_live, bucket do
         fields[#fields + 1] = prefix .. b
       end
-      local counts = redis.call('HMGET', key, unpack(fields))
+      local stored = redis.call('HMGET', key, unpack(fields))
+      local oldest = whole(key, fields[1], stored[1])
       local total = 0
-      for k = 1, #counts do
-        local count = tonumber(counts[k]) or 0
+      for k = 2, #fields do
+        if stored[k] then
+          found = found + 1
+        end
+        local count = whole(key, fields[k], stored[k]) or 0
         answer[#answer + 1] = count
         total = total + count
+      end
+      if oldest then
+        found = found + 1
+        -- Buckets that left the window since the oldest one written (at most a window's).
+        local gone = {}
+        for b = oldest, math.min(first_live, oldest + buckets[j]) - 1 do
+          gone[#gone + 1] = prefix .. b
+        end
+        if #gone > 0 then
+          dead[#dead + 1] = { key, gone }
+        end
       end
       if total + weight > limits[j] then
         allowed = false
       end
-      writes[#writes + 1] = { key, prefix .. 'o', first_live, prefix .. bucket, (tonumber(counts[#counts]) or 0) + weight }
+      writes[#writes + 1] = { key, prefix .. 'o', first_live, prefix .. bucket, answer[#answer] + weight }
     end
+    check_fields(key, found, bucket_field)
   end
   if consume and allowed then
+    -- Written first: at maxmemory, Redis refuses a script's writes only until its first one.
     for _, w in ipairs(writes) do
       redis.call('HSET', w[1], w[2], w[3], w[4], w[5])
+    end
+    for _, d in ipairs(dead) do
+      redis.call('HDEL', d[1], unpack(d[2]))
     end
     for i = 0, id_count - 1 do
       redis.call('PEXPIRE', KEYS[first_key + i], ttl)

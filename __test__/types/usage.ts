@@ -75,6 +75,23 @@ async function main(): Promise<void> {
   // @ts-expect-error limits are { duration, limit }
   new FixedWindow({ limits: [{ duration: 1000 }] })
 
+  // When things break: fallbacks, Cluster-safe keys, bounded memory, store events and stats, TLS.
+  const guarded = new FixedWindow({ client: store, onStoreError: 'memory', hashIds: true, limits: [{ duration: 1000, limit: 5 }] })
+  const decided: Verdict = await guarded.consume('u')
+  if (decided.reason === 'store-unavailable' && decided.store === 'memory') console.log('Redis is down')
+  const bounded = new InMemoryRateLimiter({ interval: 1000, maxInInterval: 5, maxKeys: 100_000 })
+  console.log(bounded.trackedIds, bounded.evictedIds, guarded.evictedIds)
+  new RedisRateLimiter({ client: store, interval: 1000, maxInInterval: 5, onStoreError: 'allow' })
+  createRateLimit('logins', { client: store, onStoreError: 'reject' })
+  store.on('error', (error) => console.log(error.code, error.node)).on('reconnect', ({ node }) => console.log(node))
+  const stats = store.stats()
+  console.log(stats.calls, stats.failures.ERR_STORE_UNAVAILABLE, stats.reconnects, stats.meanBatchSize)
+  new RedisStore({ url: 'rediss://10.0.0.5:6380', tls: { ca: ['-----BEGIN CERTIFICATE-----'], servername: 'redis.internal', rejectUnauthorized: true } })
+  // @ts-expect-error onStoreError is one of three policies
+  new FixedWindow({ client: store, onStoreError: 'ignore', limits: [{ duration: 1000, limit: 5 }] })
+  // @ts-expect-error the store emits 'error' and 'reconnect' only
+  store.on('close', () => {})
+
   // @ts-expect-error maxInInterval is required
   new RateLimiter({ interval: 1000 })
   // @ts-expect-error RedisRateLimiter needs a client

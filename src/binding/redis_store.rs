@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{FnArgs, Function, PromiseRaw, Unknown};
+use napi::bindgen_prelude::{
+    BufferSlice, FnArgs, FromNapiValue, Function, JsObjectValue, PromiseRaw, Unknown,
+};
+use napi::JsValue;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::{Env, ValueType};
 use napi_derive::napi;
@@ -12,7 +15,7 @@ use super::{js_error, rejected};
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::store::link::{RedisCounters, StoreEvent};
 use crate::store::redis::RedisStore;
-use crate::store::redis_config::{RedisConfig, RedisSettings};
+use crate::store::redis_config::{RedisConfig, RedisSettings, TlsSettings};
 
 /// How to reach Redis. Every field is optional; a plain string is taken as `url`.
 ///
@@ -36,7 +39,14 @@ pub struct RedisOptions {
     pub password: Option<String>,
     /// Database number. Default `0`.
     pub db: Option<u32>,
-    /// Connect with TLS. Default `false` (or `true` with a `rediss://` URL).
+    /// Connect with TLS: `true`, or Node's TLS options for a private CA, a client certificate
+    /// or another server name (implying `true`). Default `false` (or `true` with a `rediss://`
+    /// URL).
+    ///
+    /// ```js
+    /// new RedisStore({ url: 'rediss://10.0.0.5:6380', tls: { ca: fs.readFileSync('ca.pem'), servername: 'redis.internal' } })
+    /// ```
+    #[napi(ts_type = "boolean | RedisTlsOptions")]
     pub tls: Option<bool>,
     /// URLs of one or more Redis Cluster nodes; the rest are discovered. Default: not a cluster.
     pub cluster: Option<Vec<String>>,
@@ -45,6 +55,26 @@ pub struct RedisOptions {
     /// How long a call may wait for Redis before it rejects with `ERR_STORE_UNAVAILABLE`, in
     /// milliseconds. Default `1000`.
     pub command_timeout_ms: Option<f64>,
+}
+
+/// TLS options, named as Node's `tls.connect` names them (ioredis passes the same).
+#[napi(object)]
+pub struct RedisTlsOptions {
+    /// Certificates (PEM, as strings or Buffers) to trust instead of the system's: a private
+    /// CA. Default: the system's.
+    #[napi(ts_type = "string | Uint8Array | Array<string | Uint8Array>")]
+    pub ca: Option<String>,
+    /// A client certificate (PEM), for a server with `tls-auth-clients yes`. Default: none.
+    #[napi(ts_type = "string | Uint8Array")]
+    pub cert: Option<String>,
+    /// The client certificate's private key (PEM). Default: none.
+    #[napi(ts_type = "string | Uint8Array")]
+    pub key: Option<String>,
+    /// The name the server's certificate must carry, when it is not the host connected to
+    /// (single node only). Default: the host.
+    pub servername: Option<String>,
+    /// `false` accepts any certificate: for tests only. Default `true`.
+    pub reject_unauthorized: Option<bool>,
 }
 
 /// A connection to Redis (a single node or a Cluster), shared by every limiter built on it.
@@ -251,13 +281,76 @@ fn redis_settings(options: Option<Unknown>) -> Outcome<RedisSettings> {
         username: r.string("username")?,
         password: r.string("password")?,
         db: whole(&mut r, "db", 0.0, 1e9)?.map(|db| db as i64),
-        tls: r.boolean("tls")?,
+        tls: None,
+        tls_options: None,
         cluster: r.strings("cluster")?,
         connect_timeout_ms: r.number("connectTimeoutMs")?,
         command_timeout_ms: r.number("commandTimeoutMs")?,
     };
+    let (tls, tls_options) = tls_option(&mut r)?;
     r.finish()?;
-    Ok(settings)
+    Ok(RedisSettings {
+        tls,
+        tls_options,
+        ..settings
+    })
+}
+
+/// Reads `tls`: a boolean, or TLS options (which mean `true`).
+fn tls_option(r: &mut OptionsReader) -> Outcome<(Option<bool>, Option<TlsSettings>)> {
+    let Some(value) = r.raw("tls") else {
+        return Ok((None, None));
+    };
+    match value.get_type() {
+        Ok(ValueType::Boolean) => return Ok((r.boolean("tls")?, None)),
+        Ok(ValueType::Object) if !value.is_array().unwrap_or(true) => {}
+        _ => return Err(r.wrong_type("tls", "a boolean or TLS options", &value)),
+    }
+    let mut t = OptionsReader::new(Some(value), "`tls`", r.code(), false)?;
+    let settings = TlsSettings {
+        ca: pem(&mut t, "ca")?,
+        cert: pem(&mut t, "cert")?,
+        key: pem(&mut t, "key")?,
+        servername: t.string("servername")?,
+        reject_unauthorized: t.boolean("rejectUnauthorized")?,
+    };
+    t.finish()?;
+    Ok((Some(true), Some(settings)))
+}
+
+/// PEM text given as a string, a Buffer, or an array of them (joined).
+fn pem(r: &mut OptionsReader, name: &'static str) -> Outcome<Option<Vec<u8>>> {
+    let Some(value) = r.raw(name) else {
+        return Ok(None);
+    };
+    let wrong = |r: &OptionsReader| r.wrong_type(name, "PEM text (a string or a Buffer)", &value);
+    if let Some(bytes) = pem_part(&value) {
+        return Ok(Some(bytes));
+    }
+    if !value.is_array().unwrap_or(false) {
+        return Err(wrong(r));
+    }
+    let array = value.coerce_to_object().map_err(|_| wrong(r))?;
+    let mut joined = Vec::new();
+    for i in 0..array.get_array_length().map_err(|_| wrong(r))? {
+        let item = array.get_element::<Unknown>(i).map_err(|_| wrong(r))?;
+        joined.extend(pem_part(&item).ok_or_else(|| wrong(r))?);
+        joined.push(b'\n');
+    }
+    Ok(Some(joined))
+}
+
+fn pem_part(value: &Unknown) -> Option<Vec<u8>> {
+    if let Some(text) = string_value(value) {
+        return Some(text.into_bytes());
+    }
+    if !value.is_buffer().unwrap_or(false) {
+        return None;
+    }
+    let raw = value.value();
+    // SAFETY: a Buffer value of the current call's env.
+    let buffer = unsafe { BufferSlice::from_napi_value(raw.env, raw.value) }.ok()?;
+    Some(buffer.to_vec())
 }
 
 /// A whole-number option within `min..=max`.

@@ -324,6 +324,7 @@ impl Shared {
         let link = Arc::new(NodeLink::new(
             self.template.clone().set_addr(addr),
             self.connection_config.clone(),
+            node.to_string(),
         ));
         nodes.insert(node.clone(), link.clone());
         Ok(link)

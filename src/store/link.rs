@@ -43,10 +43,11 @@ enum LinkState {
 }
 
 impl NodeLink {
-    /// A link to the node of `info`, whose connections open with `config` (its timeouts).
-    pub fn new(info: ConnectionInfo, config: AsyncConnectionConfig) -> Self {
+    /// A link to the node of `info`, called `node` in messages, whose connections open with
+    /// `config` (its timeouts).
+    pub fn new(info: ConnectionInfo, config: AsyncConnectionConfig, node: String) -> Self {
         Self {
-            node: address_of(info.addr()),
+            node,
             info,
             config,
             state: RwLock::new(LinkState::New),

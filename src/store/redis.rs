@@ -41,6 +41,27 @@ pub fn unique_member() -> String {
     )
 }
 
+/// Connects to `host` where a connection info names `name` instead: TLS then checks the
+/// server's certificate against `name` (the `tls.servername` option).
+struct ServerNameResolver {
+    name: String,
+    host: String,
+}
+
+impl redis::io::AsyncDNSResolver for ServerNameResolver {
+    fn resolve<'a, 'b: 'a>(
+        &'a self,
+        host: &'b str,
+        port: u16,
+    ) -> redis::RedisFuture<'a, Box<dyn Iterator<Item = std::net::SocketAddr> + Send + 'a>> {
+        let host = if host == self.name { &self.host } else { host };
+        Box::pin(async move {
+            let addresses = tokio::net::lookup_host((host, port)).await?;
+            Ok(Box::new(addresses) as Box<dyn Iterator<Item = _> + Send>)
+        })
+    }
+}
+
 /// A shared, lazily opened connection to Redis.
 pub struct RedisStore {
     config: RedisConfig,
@@ -65,11 +86,19 @@ impl RedisStore {
                 counters.clone(),
             ))
         } else {
+            let mut connection_config = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(config.connect_timeout))
+                .set_response_timeout(Some(config.command_timeout));
+            if let Some((name, host)) = &config.server_name {
+                connection_config = connection_config.set_dns_resolver(ServerNameResolver {
+                    name: name.clone(),
+                    host: host.clone(),
+                });
+            }
             Target::Single(Box::new(NodeLink::new(
                 config.nodes[0].clone(),
-                AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(config.connect_timeout))
-                    .set_response_timeout(Some(config.command_timeout)),
+                connection_config,
+                config.endpoint.clone(),
             )))
         };
         Self {
@@ -276,17 +305,31 @@ impl RedisStore {
             || error.is_connection_refusal()
             || matches!(
                 error.kind(),
-                ErrorKind::Server(
-                    ServerErrorKind::BusyLoading
-                        | ServerErrorKind::MasterDown
-                        | ServerErrorKind::ClusterDown
-                        | ServerErrorKind::TryAgain
-                        | ServerErrorKind::ReadOnly
-                )
+                ErrorKind::AuthenticationFailed
+                    | ErrorKind::Server(
+                        ServerErrorKind::BusyLoading
+                            | ServerErrorKind::MasterDown
+                            | ServerErrorKind::ClusterDown
+                            | ServerErrorKind::TryAgain
+                            | ServerErrorKind::ReadOnly
+                    )
             );
         let cause_code = format!("{:?}", error.kind());
         let cause_message = error.to_string();
-        if unavailable {
+        // No password, a wrong one, or a user that is off: Redis says so in several ways (a
+        // request from an unauthenticated client may also be cut short as a protocol error).
+        let refused = error.kind() == ErrorKind::AuthenticationFailed
+            || matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
+            || cause_message.contains("unauthenticated");
+        if refused {
+            Failure::error(
+                ErrorCode::StoreUnavailable,
+                format!(
+                    "Redis at {node} refused the connection's credentials (check `username` and \
+                     `password`): {cause_message}"
+                ),
+            )
+        } else if unavailable {
             Failure::error(
                 ErrorCode::StoreUnavailable,
                 format!("Redis at {node} is unavailable: {cause_message}"),

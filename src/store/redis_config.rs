@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError};
+use redis::{
+    ClientTlsConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError,
+    TlsCertificates,
+};
 
 use crate::error::{ErrorCode, Failure, Outcome};
 
@@ -23,10 +26,27 @@ pub struct RedisSettings {
     pub password: Option<String>,
     pub db: Option<i64>,
     pub tls: Option<bool>,
+    /// TLS settings beyond on/off (a private CA, a client certificate, ...); imply `tls`.
+    pub tls_options: Option<TlsSettings>,
     /// URLs of some Cluster nodes: the store then speaks Redis Cluster.
     pub cluster: Option<Vec<String>>,
     pub connect_timeout_ms: Option<f64>,
     pub command_timeout_ms: Option<f64>,
+}
+
+/// TLS settings, with Node's `tls.connect` names.
+#[derive(Debug, Clone, Default)]
+pub struct TlsSettings {
+    /// Certificates (PEM) to trust instead of the system's.
+    pub ca: Option<Vec<u8>>,
+    /// A client certificate (PEM), for servers that ask for one (`tls-auth-clients`).
+    pub cert: Option<Vec<u8>>,
+    /// The client certificate's private key (PEM).
+    pub key: Option<Vec<u8>>,
+    /// The name the server's certificate must carry, when not the host connected to.
+    pub servername: Option<String>,
+    /// `false` accepts any certificate (tests only). Default `true`.
+    pub reject_unauthorized: Option<bool>,
 }
 
 /// Validated settings.
@@ -38,6 +58,9 @@ pub struct RedisConfig {
     pub(super) command_timeout: Duration,
     /// `host:port` of the first node, for error messages (never a password).
     pub(super) endpoint: String,
+    /// With `tls.servername`: the name the connection info carries as its host (so that TLS
+    /// checks the certificate against it), and the real host to connect to.
+    pub(super) server_name: Option<(String, String)>,
 }
 
 impl RedisConfig {
@@ -45,6 +68,15 @@ impl RedisConfig {
         let connect_timeout = timeout_option("connectTimeoutMs", settings.connect_timeout_ms)?;
         let command_timeout = timeout_option("commandTimeoutMs", settings.command_timeout_ms)?;
         let cluster = settings.cluster.is_some();
+        let servername = settings
+            .tls_options
+            .as_ref()
+            .and_then(|tls| tls.servername.clone());
+        if cluster && servername.is_some() {
+            return Err(invalid(
+                "`tls.servername` is for a single node: a Cluster's nodes each have their own name",
+            ));
+        }
         let nodes = match &settings.cluster {
             Some(urls) if urls.is_empty() => {
                 return Err(invalid("`cluster` must list at least one node URL"));
@@ -61,12 +93,38 @@ impl RedisConfig {
             ));
         }
         let endpoint = super::link::address_of(nodes[0].addr());
+        let (nodes, server_name) = match (servername, nodes[0].addr()) {
+            (Some(name), ConnectionAddr::TcpTls { host, .. }) => {
+                let host = host.clone();
+                let info = nodes[0].clone();
+                let addr = match info.addr().clone() {
+                    ConnectionAddr::TcpTls {
+                        port,
+                        insecure,
+                        tls_params,
+                        ..
+                    } => ConnectionAddr::TcpTls {
+                        host: name.clone(),
+                        port,
+                        insecure,
+                        tls_params,
+                    },
+                    other => other,
+                };
+                (vec![info.set_addr(addr)], Some((name, host)))
+            }
+            (Some(_), _) => {
+                return Err(invalid("`tls.servername` needs a TCP connection with TLS"))
+            }
+            (None, _) => (nodes, None),
+        };
         Ok(Self {
             nodes,
             cluster,
             connect_timeout,
             command_timeout,
             endpoint,
+            server_name,
         })
     }
 
@@ -127,7 +185,8 @@ fn node_info(url: Option<&str>, s: &RedisSettings, url_option: &str) -> Outcome<
         redis = redis.set_db(db);
     }
     let mut info = info.set_redis_settings(redis);
-    if s.tls == Some(true) {
+    let tls = s.tls_options.as_ref();
+    if s.tls == Some(true) || tls.is_some() {
         if let ConnectionAddr::Tcp(host, port) = info.addr().clone() {
             info = info.set_addr(ConnectionAddr::TcpTls {
                 host,
@@ -137,7 +196,68 @@ fn node_info(url: Option<&str>, s: &RedisSettings, url_option: &str) -> Outcome<
             });
         }
     }
-    Ok(info)
+    match (tls, info.addr().clone()) {
+        (
+            Some(tls),
+            ConnectionAddr::TcpTls {
+                host,
+                port,
+                tls_params,
+                ..
+            },
+        ) => {
+            // `rejectUnauthorized: false` accepts any certificate, as in Node.
+            let insecure = tls.reject_unauthorized == Some(false);
+            info = info.set_addr(ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure,
+                tls_params,
+            });
+            with_certificates(info, tls)
+        }
+        (Some(_), _) => Err(invalid("`tls` needs a TCP connection (not a unix socket)")),
+        (None, _) => Ok(info),
+    }
+}
+
+/// `info` with the CA and client certificate of `tls`, checked now (bad PEM is an option error).
+fn with_certificates(info: ConnectionInfo, tls: &TlsSettings) -> Outcome<ConnectionInfo> {
+    let client_tls = match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => Some(ClientTlsConfig {
+            client_cert: cert.clone(),
+            client_key: key.clone(),
+        }),
+        (None, None) => None,
+        _ => return Err(invalid("`tls.cert` and `tls.key` go together")),
+    };
+    if client_tls.is_none() && tls.ca.is_none() {
+        return Ok(info);
+    }
+    let holds = |pem: &Option<Vec<u8>>, what: &str| {
+        pem.as_ref()
+            .is_none_or(|pem| String::from_utf8_lossy(pem).contains(what))
+    };
+    if !holds(&tls.ca, "-----BEGIN CERTIFICATE-----")
+        || !holds(&tls.cert, "-----BEGIN CERTIFICATE-----")
+        || !holds(&tls.key, "PRIVATE KEY-----")
+    {
+        return Err(invalid(
+            "`tls.ca` and `tls.cert` must hold PEM certificates and `tls.key` a PEM private key",
+        ));
+    }
+    let certificates = TlsCertificates {
+        client_tls,
+        root_cert: tls.ca.clone(),
+    };
+    redis::Client::build_with_tls(info, certificates)
+        .map(|client| client.get_connection_info().clone())
+        .map_err(|e| {
+            invalid(format!(
+                "`tls` holds a certificate or key that is not valid PEM: {}",
+                e.kind_description()
+            ))
+        })
 }
 
 trait KindDescription {
