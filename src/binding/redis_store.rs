@@ -5,8 +5,8 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{
     BufferSlice, FnArgs, FromNapiValue, Function, JsObjectValue, PromiseRaw, Unknown,
 };
-use napi::JsValue;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi::JsValue;
 use napi::{Env, ValueType};
 use napi_derive::napi;
 

@@ -1,0 +1,51 @@
+'use strict'
+
+// Run by __test__/memory-bound.test.js in a child process of its own (so that RSS is this
+// scenario's alone): hits a FixedWindow in memory with many distinct ids and prints what it
+// measured as JSON. `node memory-worker.js bounded` or `cycles`.
+
+const { FixedWindow } = require('../..')
+
+const MiB = 1024 * 1024
+const rss = () => {
+  global.gc()
+  return process.memoryUsage().rss
+}
+
+async function hit(limiter, first, count, now) {
+  for (let i = first; i < first + count; i += 1000) {
+    const calls = []
+    for (let j = i; j < Math.min(i + 1000, first + count); j++) calls.push(limiter.consume(`user-${j}`, { now }))
+    await Promise.all(calls)
+  }
+}
+
+async function bounded() {
+  // 1,000,000 distinct ids, all active in one window, kept to 100,000.
+  const limiter = new FixedWindow({ maxKeys: 100_000, limits: [{ duration: 3_600_000, limit: 10 }] })
+  let maxTracked = 0
+  let atCap
+  for (let first = 0; first < 1_000_000; first += 50_000) {
+    await hit(limiter, first, 50_000, 0)
+    maxTracked = Math.max(maxTracked, limiter.trackedIds)
+    // Past the cap (and past the first evictions), memory must stop growing.
+    if (first === 150_000) atCap = rss()
+  }
+  return { maxTracked, tracked: limiter.trackedIds, evicted: limiter.evictedIds, atCapMiB: atCap / MiB, endMiB: rss() / MiB }
+}
+
+async function cycles() {
+  // 5 cycles of 1,000,000 ids that each act once and go idle (a 1 s window, time moving on).
+  const limiter = new FixedWindow({ limits: [{ duration: 1000, limit: 10 }] })
+  const after = []
+  for (let cycle = 0; cycle < 5; cycle++) {
+    for (let step = 0; step < 100; step++) {
+      await hit(limiter, cycle * 1_000_000 + step * 10_000, 10_000, (cycle * 100 + step) * 2000)
+    }
+    after.push(rss() / MiB)
+  }
+  return { rssAfterEachCycleMiB: after, tracked: limiter.trackedIds }
+}
+
+const scenarios = { bounded, cycles }
+scenarios[process.argv[2]]().then((result) => process.stdout.write(JSON.stringify(result)))
