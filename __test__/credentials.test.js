@@ -119,26 +119,6 @@ describe('TLS', () => {
     assert.equal((await consumeWith({ url: `rediss://127.0.0.1:${mutualPort}`, tls: { ...tls, cert: certs.clientCert, key: certs.clientKey } })).remaining, 4)
     await assert.rejects(consumeWith({ url: `rediss://127.0.0.1:${mutualPort}`, tls }), { code: 'ERR_STORE_UNAVAILABLE' })
   })
-
-  it('checks the TLS options when the store is made', () => {
-    const cases = [
-      [{ tls: 'yes' }, 'TypeError', /`tls`/],
-      [{ tls: { ca: 42 } }, 'TypeError', /`ca`/],
-      [{ tls: { ca: 'not a certificate' } }, 'RangeError', /PEM/],
-      [{ tls: { cert: 'x' } }, 'RangeError', /`tls.cert` and `tls.key`/],
-      [{ tls: { servername: 'a', cluster: true } }, 'TypeError', /`cluster`/],
-      [{ tls: { servername: 'redis.test' }, cluster: ['redis://127.0.0.1:7000'] }, 'RangeError', /servername/],
-      [{ tls: { rejectUnauthorised: false } }, 'TypeError', /rejectUnauthorised/],
-    ]
-    for (const [options, name, message] of cases) {
-      assert.throws(() => new RedisStore(options), (error) => {
-        assert.equal(error.name, name, JSON.stringify(options))
-        assert.match(error.code, /^ERR_(INVALID|UNKNOWN)_OPTION$/)
-        assert.match(error.message, message)
-        return true
-      })
-    }
-  })
 })
 
 describe('ACL users', () => {

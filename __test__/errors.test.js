@@ -84,6 +84,13 @@ describe('constructor options', () => {
       [{ cluster: [] }, 'RangeError', /`cluster`/],
       [{ url: 'http://example.test' }, 'RangeError', /`url`/],
       [{ hots: 'localhost' }, 'TypeError', /`hots`/],
+      [{ tls: 'yes' }, 'TypeError', /`tls`/],
+      [{ tls: { ca: 42 } }, 'TypeError', /`ca`/],
+      [{ tls: { ca: 'not a certificate' } }, 'RangeError', /PEM/],
+      [{ tls: { cert: 'x' } }, 'RangeError', /`tls.cert` and `tls.key`/],
+      [{ tls: { servername: 'a', cluster: true } }, 'TypeError', /`cluster`/],
+      [{ tls: { servername: 'redis.test' }, cluster: ['redis://127.0.0.1:7000'] }, 'RangeError', /servername/],
+      [{ tls: { rejectUnauthorised: false } }, 'TypeError', /rejectUnauthorised/],
     ]
     for (const [options, name, message] of cases) {
       assert.throws(() => new RedisStore(options), (error) => {

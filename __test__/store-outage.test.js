@@ -48,13 +48,23 @@ async function until(probe, done) {
   return answer
 }
 
+/** Runs `test(server, store)` on a redis-server and a store of its own, closed afterwards. */
+async function withStore(test) {
+  const server = await startRedis()
+  const store = new RedisStore({ url: server.url, commandTimeoutMs: 300 })
+  try {
+    await test(server, store)
+  } finally {
+    await store.close()
+    await server.stop()
+  }
+}
+
 const fromRedis = (answer) => answer && !answer.error && answer.store === undefined
 
 describe('onStoreError', () => {
   it("'reject' (the default) rejects with ERR_STORE_UNAVAILABLE under load, and Redis decides again once back", async () => {
-    const server = await startRedis()
-    const store = new RedisStore({ url: server.url, commandTimeoutMs: 300 })
-    try {
+    await withStore(async (server, store) => {
       const limiter = new FixedWindow({ client: store, limits: [{ duration: 60_000, limit: 1_000_000 }] })
       const traffic = load(32, (i) => limiter.consume(`id-${i % 500}`))
       await sleep(100)
@@ -67,16 +77,11 @@ describe('onStoreError', () => {
       assert.ok(failures.length > 0, 'calls failed while Redis was down')
       for (const { error } of failures) assert.equal(error.code, 'ERR_STORE_UNAVAILABLE', error.message)
       assert.ok(outcomes.at(-1).value.allowed, 'the last calls were answered by Redis')
-    } finally {
-      await store.close()
-      await server.stop()
-    }
+    })
   })
 
   it("'allow' answers allowed, marked store-unavailable, and never rejects under load", async () => {
-    const server = await startRedis()
-    const store = new RedisStore({ url: server.url, commandTimeoutMs: 300 })
-    try {
+    await withStore(async (server, store) => {
       const limiter = new FixedWindow({ client: store, onStoreError: 'allow', limits: [{ duration: 3_600_000, limit: 2 }] })
       assert.equal((await limiter.consume('a', { now: NOW })).remaining, 1)
       assert.equal((await limiter.consume('a', { now: NOW })).remaining, 0)
@@ -104,16 +109,11 @@ describe('onStoreError', () => {
       assert.ok(fallbacks.every((o) => o.value.allowed && o.value.reason === 'store-unavailable'))
       // The restarted Redis kept nothing: 'a' starts afresh there.
       assert.equal((await limiter.consume('a', { now: NOW })).remaining, 1)
-    } finally {
-      await store.close()
-      await server.stop()
-    }
+    })
   })
 
   it("'memory' answers from an in-process limiter with the same settings, then goes back to Redis", async () => {
-    const server = await startRedis()
-    const store = new RedisStore({ url: server.url, commandTimeoutMs: 300 })
-    try {
+    await withStore(async (server, store) => {
       const limiter = new FixedWindow({ client: store, onStoreError: 'memory', limits: [{ duration: 3_600_000, limit: 3 }] })
       assert.equal((await limiter.consume('a', { now: NOW })).remaining, 2)
       const traffic = load(32, (i) => limiter.consume(`id-${i % 50}`, { now: NOW }))
@@ -141,10 +141,7 @@ describe('onStoreError', () => {
         limit: 3,
         resetAfter: 3_600_000 - (NOW % 3_600_000),
       })
-    } finally {
-      await store.close()
-      await server.stop()
-    }
+    })
   })
 
   it('works on every Redis-backed limiter, and rejects a bad value or an in-memory limiter', async () => {
@@ -188,9 +185,7 @@ describe('onStoreError', () => {
 
 describe('RedisStore stats and events', () => {
   it('counts calls, batches, failures, reconnects and script loads', async () => {
-    const server = await startRedis()
-    const store = new RedisStore({ url: server.url, commandTimeoutMs: 300 })
-    try {
+    await withStore(async (server, store) => {
       assert.deepEqual(store.stats(), {
         calls: 0,
         failures: { ERR_STORE_UNAVAILABLE: 0, ERR_STORE_ERROR: 0, ERR_STORE_CLOSED: 0 },
@@ -226,19 +221,14 @@ describe('RedisStore stats and events', () => {
       await store.close()
       await assert.rejects(limiter.consume('a'), { code: 'ERR_STORE_CLOSED' })
       assert.equal(store.stats().failures.ERR_STORE_CLOSED, 1)
-    } finally {
-      await store.close()
-      await server.stop()
-    }
+    })
   })
 
   it("emits 'error' once per outage and 'reconnect' once when Redis is back, not once per call", async () => {
-    const server = await startRedis()
-    const store = new RedisStore({ url: server.url, commandTimeoutMs: 300 })
-    const errors = []
-    const reconnects = []
-    store.on('error', (error) => errors.push(error)).on('reconnect', (event) => reconnects.push(event))
-    try {
+    await withStore(async (server, store) => {
+      const errors = []
+      const reconnects = []
+      store.on('error', (error) => errors.push(error)).on('reconnect', (event) => reconnects.push(event))
       const limiter = new FixedWindow({ client: store, limits: [{ duration: 60_000, limit: 1000 }] })
       await limiter.consume('a')
       await server.kill()
@@ -254,9 +244,6 @@ describe('RedisStore stats and events', () => {
       assert.deepEqual(reconnects, [{ node: `127.0.0.1:${server.port}` }])
       assert.throws(() => store.on('close', () => {}), { name: 'RangeError', code: 'ERR_INVALID_ARGUMENT' })
       assert.throws(() => store.on('error', 'not a function'), { name: 'TypeError', code: 'ERR_INVALID_ARGUMENT' })
-    } finally {
-      await store.close()
-      await server.stop()
-    }
+    })
   })
 })
