@@ -109,6 +109,19 @@ describe('TLS', () => {
     await assert.rejects(consumeWith({ url: `redis://127.0.0.1:${tlsPort}`, commandTimeoutMs: 500 }), { code: 'ERR_STORE_UNAVAILABLE' })
   })
 
+  it("takes the CA and servername of an ioredis or node-redis client's TLS options", async () => {
+    const IORedis = require('ioredis')
+    const { createClient } = require('redis')
+    const clients = [
+      new IORedis({ host: '127.0.0.1', port: tlsPort, lazyConnect: true, tls: { ca: certs.ca, servername: 'redis.test' } }),
+      createClient({ socket: { host: '127.0.0.1', port: tlsPort, tls: true, ca: certs.ca, servername: 'redis.test' } }),
+    ]
+    for (const client of clients) {
+      const limiter = new FixedWindow({ client, namespace: 'tls-client:', limits })
+      assert.equal((await limiter.consume(clients.indexOf(client))).remaining, 4)
+    }
+  })
+
   it('rejectUnauthorized: false accepts any certificate (for tests only)', async () => {
     const verdict = await consumeWith({ url: `rediss://127.0.0.1:${tlsPort}`, tls: { rejectUnauthorized: false } })
     assert.equal(verdict.limit, 5)

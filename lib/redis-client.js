@@ -41,12 +41,12 @@ function detectClientType(client) {
  * Our connection options for the server (or cluster) `client` talks to.
  *
  * Single node: `{ host, port, username?, password?, db?, tls? }` (`db` only when not 0, `tls`
- * only when `true`). Cluster: `{ cluster: ['redis://host:port', ...], username?, password?,
+ * only when on: `true`, or the TLS options we take from the client's). Cluster: `{ cluster: ['redis://host:port', ...], username?, password?,
  * tls? }`, the credentials and TLS being those the client uses for its first node.
  *
  * @param {unknown} client an ioredis or node-redis client, single node or cluster
- * @returns {{ host: string, port: number, username?: string, password?: string, db?: number, tls?: true }
- *   | { cluster: string[], username?: string, password?: string, tls?: true }}
+ * @returns {{ host: string, port: number, username?: string, password?: string, db?: number, tls?: true | object }
+ *   | { cluster: string[], username?: string, password?: string, tls?: true | object }}
  * @throws {TypeError} `code: 'ERR_INVALID_OPTION'` when `client` is not a recognised client, or
  *   is one whose settings cannot be used (unix socket, Sentinel, credentials provider, ...)
  */
@@ -152,8 +152,20 @@ function fromIORedis(options) {
     username: options.username,
     password: options.password,
     db: Number(options.db) || 0,
-    tls: Boolean(options.tls),
+    tls: tlsOf(options.tls),
   }
+}
+
+/**
+ * Our `tls` from the TLS options a client hands to Node's `tls.connect`: `false`, `true`, or the
+ * part we take (`ca`, `cert`, `key`, `servername`, `rejectUnauthorized`).
+ */
+function tlsOf(options) {
+  if (!options) return false
+  if (typeof options !== 'object') return true
+  const { ca, cert, key, servername, rejectUnauthorized } = options
+  const taken = clean({ ca, cert, key, servername, rejectUnauthorized })
+  return Object.keys(taken).length > 0 ? taken : true
 }
 
 /** The settings of one node-redis node from its options (a `url` wins, as in node-redis). */
@@ -176,7 +188,7 @@ function fromNodeRedis(options) {
     username: options.username,
     password: options.password,
     db: Number(options.database) || 0,
-    tls: socket.tls === true, // node-redis uses TLS only for `tls: true`
+    tls: socket.tls === true && tlsOf(socket), // node-redis uses TLS only for `tls: true`
     ...(options.url ? clean(parseUrl(options.url)) : {}),
   }
   if (options.credentialsProvider && !settings.username && !settings.password) {
@@ -190,7 +202,9 @@ function clusterOptions(nodes) {
   if (nodes.length === 0) throw invalid(`\`client\` is a cluster client without any node; ${INSTEAD}`)
   const [{ username, password, tls }] = nodes
   const cluster = nodes.map(({ host, port }) => `redis://${host.includes(':') ? `[${host}]` : host}:${port}`)
-  return clean({ cluster, username, password, tls: tls || undefined })
+  // A Cluster's nodes are checked against their own names.
+  const { servername, ...clusterTls } = typeof tls === 'object' ? tls : {}
+  return clean({ cluster, username, password, tls: typeof tls === 'object' ? clusterTls : tls || undefined })
 }
 
 module.exports = { detectClientType, connectionOptionsFromClient }
