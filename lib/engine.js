@@ -50,6 +50,14 @@ function run(engine, mode, id, options, decode) {
   return new Promise((resolve, reject) => pending.set(ticket, { resolve, reject, decode }))
 }
 
+/**
+ * Runs `mode` of `engine` for a call that only checks its arguments and answers at once (it
+ * throws the TypeError or RangeError a bad argument gets).
+ */
+function check(engine, mode, id, options) {
+  engine.run(mode, id, options, 0, out)
+}
+
 /** After Redis was found unavailable, how long calls go to the fallback before trying it again. */
 const RETRY_REDIS_AFTER_MS = 500
 
@@ -116,4 +124,4 @@ function inMemory(options) {
   return rest
 }
 
-module.exports = { run, runner, storeErrorPolicy, inMemory }
+module.exports = { run, check, runner, storeErrorPolicy, inMemory }

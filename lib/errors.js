@@ -28,4 +28,13 @@ function checkOptionsObject(options, context, optional = false) {
   }
 }
 
-module.exports = { typeError, rangeError, checkOptionsObject }
+/** Throws `ERR_UNKNOWN_OPTION` for a key of `options` that is not in `known` (a typo). */
+function checkKnownOptions(options, known, context) {
+  for (const name of Object.keys(options ?? {})) {
+    if (!known.includes(name)) {
+      throw typeError('ERR_UNKNOWN_OPTION', `unknown option \`${name}\` in ${context}; the options are ${known.map((n) => `\`${n}\``).join(', ')}`)
+    }
+  }
+}
+
+module.exports = { typeError, rangeError, checkOptionsObject, checkKnownOptions }

@@ -6,9 +6,9 @@
  * limiter with `consume` works: each request consumes one action; refused ones are not counted.
  */
 
-const { typeError, checkOptionsObject } = require('./errors.js')
+const { typeError, rangeError, checkOptionsObject, checkKnownOptions } = require('./errors.js')
 
-const KNOWN = new Set(['limiter', 'key', 'headers', 'statusCode', 'message', 'onError', 'skip'])
+const KNOWN = ['limiter', 'key', 'headers', 'statusCode', 'message', 'onError', 'skip']
 
 function setHeaders(res, answer) {
   res.setHeader('RateLimit-Limit', String(answer.limit))
@@ -25,11 +25,7 @@ function defaultMessage(timeLeft) {
  */
 function rateLimit(options) {
   checkOptionsObject(options, 'rateLimit options')
-  for (const name of Object.keys(options)) {
-    if (!KNOWN.has(name)) {
-      throw typeError('ERR_UNKNOWN_OPTION', `unknown option \`${name}\` in rateLimit options; the options are ${[...KNOWN].map((n) => `\`${n}\``).join(', ')}`)
-    }
-  }
+  checkKnownOptions(options, KNOWN, 'rateLimit options')
   const {
     limiter,
     key = (req) => req.ip,
@@ -47,43 +43,63 @@ function rateLimit(options) {
   if (!['next', 'allow', 'block'].includes(onError)) {
     throw typeError('ERR_INVALID_OPTION', "`onError` must be 'next', 'allow' or 'block'")
   }
+  if (typeof statusCode !== 'number') throw typeError('ERR_INVALID_OPTION', '`statusCode` must be a number, e.g. 429')
+  if (!Number.isInteger(statusCode) || statusCode < 100 || statusCode > 999) {
+    throw rangeError('ERR_INVALID_OPTION', `\`statusCode\` must be an HTTP status code (a whole number from 100 to 999), got ${statusCode}`)
+  }
 
-  return function rateLimitMiddleware(req, res, next) {
-    if (skip && skip(req)) return next()
-    let id
+  /** Answers a refused request; what the user's `message` throws goes to `next`. */
+  function refuse(req, res, next, answer) {
+    let body
+    let type = 'text/plain; charset=utf-8'
     try {
-      id = key(req)
+      body = typeof message === 'function' ? message(answer.timeLeft, req) : message
+      if (typeof body !== 'string') {
+        body = JSON.stringify(body)
+        type = 'application/json; charset=utf-8'
+      }
     } catch (error) {
       return next(error)
     }
+    if (Number.isFinite(answer.timeLeft)) res.setHeader('Retry-After', String(Math.ceil(answer.timeLeft / 1000)))
+    res.statusCode = statusCode
+    res.setHeader('Content-Type', type)
+    res.end(body)
+  }
+
+  return function rateLimitMiddleware(req, res, next) {
+    let skipped
+    let id
+    try {
+      skipped = Boolean(skip && skip(req))
+      if (!skipped) id = key(req)
+    } catch (error) {
+      return next(error)
+    }
+    if (skipped) return next()
     // Without an id every request would share the limiter's one global limit: refuse instead.
     if (id === undefined || id === null) {
       return next(typeError('ERR_INVALID_ID', '`key(req)` gave no id (is `req.ip` set? behind a proxy, set Express\'s `trust proxy`)'))
     }
-    limiter.consume(id).then(
-      (answer) => {
-        if (headers) setHeaders(res, answer)
-        if (answer.allowed) return next()
-        if (Number.isFinite(answer.timeLeft)) res.setHeader('Retry-After', String(Math.ceil(answer.timeLeft / 1000)))
-        res.statusCode = statusCode
-        const body = typeof message === 'function' ? message(answer.timeLeft, req) : message
-        if (typeof body === 'string') {
-          res.setHeader('Content-Type', 'text/plain; charset=utf-8')
-          res.end(body)
-        } else {
-          res.setHeader('Content-Type', 'application/json; charset=utf-8')
-          res.end(JSON.stringify(body))
-        }
-      },
-      (error) => {
-        if (onError === 'allow') return next()
-        if (onError === 'block') {
-          res.statusCode = 503
-          return res.end('Rate limiter unavailable')
-        }
-        return next(error)
-      },
-    )
+    limiter
+      .consume(id)
+      .then(
+        (answer) => {
+          if (headers) setHeaders(res, answer)
+          if (answer.allowed) return next()
+          return refuse(req, res, next, answer)
+        },
+        (error) => {
+          if (onError === 'allow') return next()
+          if (onError === 'block') {
+            res.statusCode = 503
+            return res.end('Rate limiter unavailable')
+          }
+          return next(error)
+        },
+      )
+      // Whatever else throws on the way (a header, the response) goes to Express, never unhandled.
+      .catch(next)
   }
 }
 

@@ -7,15 +7,16 @@
  */
 
 const { BucketCircleEngine } = require('../binding.js')
-const { runner, storeErrorPolicy, inMemory } = require('./engine.js')
+const { check, runner, storeErrorPolicy, inMemory } = require('./engine.js')
 const { resolveStore } = require('./store.js')
-const { typeError, checkOptionsObject } = require('./errors.js')
+const { typeError, checkOptionsObject, checkKnownOptions } = require('./errors.js')
 const { decodeNothing } = require('./verdict.js')
 
 // The modes of BucketCircleEngine.run.
 const ADD = 0
 const COUNT = 1
 const ADD_COUNT = 2
+const CHECK = 3
 /** The modes that answer like each mode but change nothing (for `onStoreError: 'allow'`). */
 const QUIET_MODES = { [ADD]: null, [COUNT]: COUNT, [ADD_COUNT]: COUNT }
 
@@ -38,6 +39,9 @@ function trailing(args) {
  * redback's chaining (`ratelimit.add(ip).count(ip, 20, cb)`) works.
  */
 function finish(limiter, promise, callback) {
+  // redback's calls are often not awaited (`ratelimit.add(ip)`): a failure must not become an
+  // unhandled rejection, which ends the process. Whoever awaits the promise still sees it.
+  promise.catch(() => {})
   let result = promise
   if (callback) {
     result = promise.then(
@@ -53,6 +57,15 @@ function finish(limiter, promise, callback) {
   }
   for (const method of ['add', 'count', 'addCount']) result[method] = (...args) => limiter[method](...args)
   return result
+}
+
+/** `call()`'s promise, or a rejected one when it throws (a caller's getter, a bad argument). */
+function attempt(call) {
+  try {
+    return call()
+  } catch (error) {
+    return Promise.reject(error)
+  }
 }
 
 class RateLimit {
@@ -75,22 +88,25 @@ class RateLimit {
   /** Counts one action of `subject` (or of each subject of an array). */
   add(subject, ...rest) {
     const { callback, options } = trailing(rest)
-    const added = Array.isArray(subject)
-      ? Promise.all(subject.map((one) => this.run(ADD, one, options, decodeNothing))).then(() => undefined)
-      : this.run(ADD, subject, options, decodeNothing)
+    const added = attempt(() => {
+      if (!Array.isArray(subject)) return this.run(ADD, subject, options, decodeNothing)
+      // Every subject is checked before any is counted.
+      for (const one of subject) check(this.engine, CHECK, one, options)
+      return Promise.all(subject.map((one) => this.run(ADD, one, options, decodeNothing))).then(() => undefined)
+    })
     return finish(this, added, callback)
   }
 
   /** How many actions `subject` did in the last `interval` seconds. */
   count(subject, interval, ...rest) {
     const { callback, options } = trailing(rest)
-    return finish(this, this.run(COUNT, subject, { ...options, interval }, decodeCount), callback)
+    return finish(this, attempt(() => this.run(COUNT, subject, { ...options, interval }, decodeCount)), callback)
   }
 
   /** `add` then `count`, in one atomic step. */
   addCount(subject, interval, ...rest) {
     const { callback, options } = trailing(rest)
-    return finish(this, this.run(ADD_COUNT, subject, { ...options, interval }, decodeCount), callback)
+    return finish(this, attempt(() => this.run(ADD_COUNT, subject, { ...options, interval }, decodeCount)), callback)
   }
 }
 
@@ -105,6 +121,7 @@ function createRateLimit(action, options) {
  */
 function createClient(redisOptions, clientOptions) {
   checkOptionsObject(clientOptions, 'createClient options', true)
+  checkKnownOptions(clientOptions, ['namespace'], 'createClient options')
   const client = redisOptions ?? 'redis://127.0.0.1:6379'
   const { namespace } = clientOptions ?? {}
   resolveStore(client, 'client')

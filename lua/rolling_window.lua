@@ -180,9 +180,14 @@ local function log_at(key, now, member, weight, meta, write)
   return { now, in_window, newest, anchor }
 end
 
+-- The newest maxInInterval actions in the window (a set written with a larger limit, or by
+-- rolling-rate-limiter, may hold more), oldest first.
 local function entries_at(key, now)
   checked_oldest(key)
-  return redis.call('ZRANGEBYSCORE', key, string.format('(%.17g', now - interval), '+inf', 'WITHSCORES')
+  local start = string.format('(%.17g', now - interval)
+  local in_window = redis.call('ZCOUNT', key, start, '+inf')
+  return redis.call('ZRANGEBYSCORE', key, start, '+inf', 'WITHSCORES', 'LIMIT',
+    math.max(0, in_window - max_in_interval), max_in_interval)
 end
 
 local logging = mode == 'consume' or mode == 'check'

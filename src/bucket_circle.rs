@@ -33,7 +33,7 @@ pub struct BucketCircle {
 impl BucketCircle {
     /// `bucket_span` (default 600), `bucket_interval` (default 5) and `subject_expiry` (default
     /// 1200), in whole seconds. The span must be a multiple of the interval (redback's circle
-    /// is inconsistent otherwise) and hold at most 100,000 buckets.
+    /// is inconsistent otherwise) and hold 3 to 100,000 buckets.
     pub fn new(span_s: f64, interval_s: f64, expiry_s: f64) -> Outcome<Self> {
         let whole = |name: &str, value: f64| {
             if value.fract() != 0.0 || !(1.0..=31_536_000.0).contains(&value) {
@@ -49,12 +49,14 @@ impl BucketCircle {
             whole("bucket_interval", interval_s)?,
         );
         let expiry = whole("subject_expiry", expiry_s)?;
-        if span % interval != 0 || span / interval > 100_000 {
+        // An add empties the two buckets ahead of the current one (redback's way of clearing the
+        // next lap): with fewer than 3 buckets, those are the current one, and counts are lost.
+        if span % interval != 0 || !(3..=100_000).contains(&(span / interval)) {
             return Err(Failure::range_error(
                 ErrorCode::InvalidOption,
                 format!(
                     "`bucket_span` ({span}) must be a multiple of `bucket_interval` ({interval}) \
-                     making at most 100000 buckets"
+                     making from 3 to 100000 buckets"
                 ),
             ));
         }
@@ -259,6 +261,11 @@ mod tests {
             .unwrap_err()
             .message
             .contains("multiple"));
+        // Regression: with 1 or 2 buckets, the two buckets an add empties ahead of it are the
+        // current one, and counts were lost.
+        assert!(BucketCircle::new(10.0, 5.0, 1200.0).is_err());
+        assert!(BucketCircle::new(5.0, 5.0, 1200.0).is_err());
+        assert!(BucketCircle::new(15.0, 5.0, 1200.0).is_ok());
         assert!(BucketCircle::new(0.0, 5.0, 1200.0)
             .unwrap_err()
             .message

@@ -24,6 +24,9 @@ pub enum ErrorCode {
     StoreClosed,
     /// Redis answered with an error (a key of the wrong type, a script error, ...).
     StoreError,
+    /// The caller's own code (a getter, a Proxy trap) threw while an argument was read: the
+    /// call stops, and that exception propagates as it is (this code is never seen then).
+    Thrown,
     /// A bug in ratekeeper: please report it.
     Internal,
 }
@@ -38,6 +41,7 @@ impl ErrorCode {
             ErrorCode::StoreUnavailable => "ERR_STORE_UNAVAILABLE",
             ErrorCode::StoreClosed => "ERR_STORE_CLOSED",
             ErrorCode::StoreError => "ERR_STORE_ERROR",
+            ErrorCode::Thrown => "ERR_THROWN",
             ErrorCode::Internal => "ERR_INTERNAL",
         }
     }

@@ -52,7 +52,15 @@ pub fn duration_option(name: &str, ms: f64, min: f64, min_exclusive: bool) -> Ou
             ),
         ));
     }
-    Ok(millis_to_micros(ms))
+    let micros = millis_to_micros(ms);
+    // Time is kept in whole microseconds: a positive duration must stay positive there.
+    if min_exclusive && micros <= 0 {
+        return Err(Failure::range_error(
+            ErrorCode::InvalidOption,
+            format!("`{name}` must be at least 0.001 milliseconds (one microsecond), got {ms}"),
+        ));
+    }
+    Ok(micros)
 }
 
 /// Checks a `{ now }` call argument (milliseconds since the epoch).
@@ -71,6 +79,18 @@ pub fn now_argument(ms: f64) -> Outcome<Micros> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn positive_durations_stay_positive_in_microseconds() {
+        // Regression: 0.0004 ms became 0 µs, and windows divided by it.
+        let err = duration_option("interval", 0.0004, 0.0, true).unwrap_err();
+        assert!(err.message.contains("one microsecond"), "{}", err.message);
+        assert_eq!(duration_option("interval", 0.001, 0.0, true).unwrap(), 1);
+        assert_eq!(
+            duration_option("minDifference", 0.0, 0.0, false).unwrap(),
+            0
+        );
+    }
 
     #[test]
     fn millis_round_trip_to_micros() {

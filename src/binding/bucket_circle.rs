@@ -52,6 +52,9 @@ enum Mode {
     Add,
     Count,
     AddCount,
+    /// Reads the subject and options only, for an add of many subjects: all are checked before
+    /// any is counted.
+    Check,
 }
 
 impl Mode {
@@ -60,6 +63,7 @@ impl Mode {
             0 => Ok(Mode::Add),
             1 => Ok(Mode::Count),
             2 => Ok(Mode::AddCount),
+            3 => Ok(Mode::Check),
             _ => Err(Failure::range_error(
                 ErrorCode::InvalidArgument,
                 format!("unknown mode {code}"),
@@ -72,6 +76,7 @@ impl Mode {
             Mode::Add => "add",
             Mode::Count => "count",
             Mode::AddCount => "addcount",
+            Mode::Check => "check",
         }
     }
 }
@@ -186,6 +191,7 @@ impl JsBucketCircle {
         let interval = r.number("interval")?;
         r.finish()?;
         let lookback = match (mode, interval) {
+            (Mode::Check, _) => return Ok(true),
             (Mode::Add, _) => 0,
             (_, Some(interval)) => self.circle.lookback(interval)?,
             (_, None) => return Err(missing_interval()),

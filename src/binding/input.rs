@@ -4,7 +4,7 @@ use napi::bindgen_prelude::JsObjectValue;
 use napi::bindgen_prelude::Unknown;
 use napi::{JsValue, ValueType};
 
-use super::options::{describe, string_value, OptionsReader};
+use super::options::{describe, read, string_value, OptionsReader};
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::fixed_window::count_option;
 use crate::time::{now_argument, Micros};
@@ -22,10 +22,19 @@ pub fn optional_id(value: Unknown) -> Outcome<Option<String>> {
 }
 
 /// Reads an id: a non-empty string of at most 1 KiB, or a finite number, which counts as its
-/// JavaScript string form (`1` and `"1"` are the same id, as in rolling-rate-limiter).
+/// JavaScript string form (`1` and `"1"` are the same id, as in rolling-rate-limiter). A string
+/// must be well-formed Unicode: a lone surrogate would become U+FFFD in UTF-8, so that
+/// `'\uD800'` and `'\uDFFF'` would share a counter.
 pub fn id(value: Unknown) -> Outcome<String> {
     let id = match value.get_type() {
-        Ok(ValueType::String) => string_value(&value),
+        Ok(ValueType::String) => {
+            let text = string_value(&value);
+            // Only a string that shows U+FFFD needs the closer look (it may be a real one).
+            if text.as_ref().is_some_and(|text| text.contains('\u{FFFD}')) {
+                check_well_formed(&value)?;
+            }
+            text
+        }
         Ok(ValueType::Number) => {
             let number = value.coerce_to_number().and_then(|n| n.get_double()).ok();
             if !number.is_some_and(f64::is_finite) {
@@ -54,6 +63,16 @@ pub fn id(value: Unknown) -> Outcome<String> {
         id.ok_or_else(|| Failure::type_error(ErrorCode::InvalidId, "the id could not be read"))?;
     check_id(&id)?;
     Ok(id)
+}
+
+fn check_well_formed(value: &Unknown) -> Outcome<()> {
+    let utf16 = read(value.coerce_to_string().and_then(|s| s.into_utf16()))?;
+    String::from_utf16(utf16.as_slice()).map(drop).map_err(|_| {
+        Failure::range_error(
+            ErrorCode::InvalidId,
+            "an id must be well-formed Unicode: it holds a lone surrogate",
+        )
+    })
 }
 
 /// Checks the length of an id given as a string.
@@ -92,7 +111,7 @@ pub fn ids(value: Unknown) -> Outcome<Vec<Option<String>>> {
         )
     };
     let array = value.coerce_to_object().map_err(|_| not_ids())?;
-    let length = array.get_array_length().map_err(|_| not_ids())? as usize;
+    let length = read(array.get_array_length())? as usize;
     if length == 0 || length > MAX_IDS {
         return Err(Failure::range_error(
             ErrorCode::InvalidId,
@@ -101,7 +120,7 @@ pub fn ids(value: Unknown) -> Outcome<Vec<Option<String>>> {
     }
     let mut ids = Vec::with_capacity(length);
     for i in 0..length as u32 {
-        let item = array.get_element::<Unknown>(i).map_err(|_| not_ids())?;
+        let item = read(array.get_element::<Unknown>(i))?;
         let id = id(item)?;
         if !ids.contains(&Some(id.clone())) {
             ids.push(Some(id));

@@ -39,6 +39,10 @@ use crate::error::{ErrorClass, Failure};
 /// The returned `napi::Error` holds that very object, so throwing or rejecting with it hands it
 /// to JavaScript as is.
 pub fn js_error(env: &Env, failure: Failure) -> napi::Error {
+    // The caller's own code threw (a getter, a Proxy trap): that exception, as it is.
+    if let Some(exception) = take_exception(env) {
+        return napi::Error::from(exception);
+    }
     let Failure {
         class,
         code,
@@ -55,6 +59,24 @@ pub fn js_error(env: &Env, failure: Failure) -> napi::Error {
         return with_cause_code(env, class, error, &cause.code);
     }
     napi::Error::from(new_error_value(env, class, error))
+}
+
+/// The exception pending on `env`, if any, cleared so that the call can return or reject with it.
+fn take_exception(env: &Env) -> Option<napi::bindgen_prelude::Unknown<'_>> {
+    use napi::bindgen_prelude::FromNapiValue;
+    let mut pending = false;
+    // SAFETY: plain N-API calls on the current call's env.
+    unsafe {
+        if napi::sys::napi_is_exception_pending(env.raw(), &mut pending)
+            != napi::sys::Status::napi_ok
+            || !pending
+        {
+            return None;
+        }
+        let mut exception = std::ptr::null_mut();
+        napi::sys::napi_get_and_clear_last_exception(env.raw(), &mut exception);
+        napi::bindgen_prelude::Unknown::from_napi_value(env.raw(), exception).ok()
+    }
 }
 
 fn new_error_value<'env>(

@@ -54,18 +54,17 @@ impl<'env> OptionsReader<'env> {
     }
 
     /// The raw value of `name`, or `None` when it is absent or `undefined`.
-    pub fn raw(&mut self, name: &'static str) -> Option<Unknown<'env>> {
+    pub fn raw(&mut self, name: &'static str) -> Outcome<Option<Unknown<'env>>> {
         self.known.push(name);
-        let value = self
-            .object
-            .as_ref()?
-            .get_named_property::<Unknown>(name)
-            .ok()?;
-        (value.get_type().ok() != Some(ValueType::Undefined)).then_some(value)
+        let Some(object) = self.object.as_ref() else {
+            return Ok(None);
+        };
+        let value = read(object.get_named_property::<Unknown>(name))?;
+        Ok((value.get_type().ok() != Some(ValueType::Undefined)).then_some(value))
     }
 
     pub fn number(&mut self, name: &'static str) -> Outcome<Option<f64>> {
-        let Some(value) = self.raw(name) else {
+        let Some(value) = self.raw(name)? else {
             return Ok(None);
         };
         if value.get_type().ok() != Some(ValueType::Number) {
@@ -90,7 +89,7 @@ impl<'env> OptionsReader<'env> {
     }
 
     pub fn boolean(&mut self, name: &'static str) -> Outcome<Option<bool>> {
-        let Some(value) = self.raw(name) else {
+        let Some(value) = self.raw(name)? else {
             return Ok(None);
         };
         if value.get_type().ok() != Some(ValueType::Boolean) {
@@ -103,7 +102,7 @@ impl<'env> OptionsReader<'env> {
     }
 
     pub fn string(&mut self, name: &'static str) -> Outcome<Option<String>> {
-        let Some(value) = self.raw(name) else {
+        let Some(value) = self.raw(name)? else {
             return Ok(None);
         };
         string_value(&value)
@@ -133,14 +132,14 @@ impl<'env> OptionsReader<'env> {
             })
     }
 
-    /// An array of options objects, each read by `read` with its own reader (context
+    /// An array of options objects, each read by `read_item` with its own reader (context
     /// `name[i]`).
     pub fn objects<T>(
         &mut self,
         name: &'static str,
-        mut read: impl FnMut(&mut OptionsReader<'env>) -> Outcome<T>,
+        mut read_item: impl FnMut(&mut OptionsReader<'env>) -> Outcome<T>,
     ) -> Outcome<Option<Vec<T>>> {
-        let Some(value) = self.raw(name) else {
+        let Some(value) = self.raw(name)? else {
             return Ok(None);
         };
         if !value.is_array().unwrap_or(false) {
@@ -149,12 +148,12 @@ impl<'env> OptionsReader<'env> {
         let array = value
             .coerce_to_object()
             .map_err(|_| self.wrong_type(name, "an array", &value))?;
-        let length = array.get_array_length().unwrap_or(0);
-        let mut items = Vec::with_capacity(length as usize);
+        let length = read(array.get_array_length())?;
+        let mut items = Vec::with_capacity(length.min(64) as usize);
         for i in 0..length {
-            let item = array.get_element::<Unknown>(i).ok();
+            let item = Some(read(array.get_element::<Unknown>(i))?);
             let mut reader = OptionsReader::new(item, format!("`{name}[{i}]`"), self.code, false)?;
-            items.push(read(&mut reader)?);
+            items.push(read_item(&mut reader)?);
             reader.finish()?;
         }
         Ok(Some(items))
@@ -162,7 +161,7 @@ impl<'env> OptionsReader<'env> {
 
     /// An array of strings.
     pub fn strings(&mut self, name: &'static str) -> Outcome<Option<Vec<String>>> {
-        let Some(value) = self.raw(name) else {
+        let Some(value) = self.raw(name)? else {
             return Ok(None);
         };
         let not_strings = || self.wrong_type(name, "an array of strings", &value);
@@ -170,15 +169,9 @@ impl<'env> OptionsReader<'env> {
             return Err(not_strings());
         }
         let array = value.coerce_to_object().map_err(|_| not_strings())?;
-        let length = array.get_array_length().map_err(|_| not_strings())?;
+        let length = read(array.get_array_length())?;
         (0..length)
-            .map(|i| {
-                array
-                    .get_element::<Unknown>(i)
-                    .ok()
-                    .and_then(|item| string_value(&item))
-                    .ok_or_else(not_strings)
-            })
+            .map(|i| string_value(&read(array.get_element::<Unknown>(i))?).ok_or_else(not_strings))
             .collect::<Outcome<Vec<_>>>()
             .map(Some)
     }
@@ -188,15 +181,9 @@ impl<'env> OptionsReader<'env> {
         let Some(object) = &self.object else {
             return Ok(());
         };
-        let names = object.get_property_names().ok();
-        let length = names
-            .as_ref()
-            .and_then(|n| n.get_array_length().ok())
-            .unwrap_or(0);
-        for i in 0..length {
-            let Some(name) = names.as_ref().and_then(|n| n.get_element::<String>(i).ok()) else {
-                continue;
-            };
+        let names = read(object.get_property_names())?;
+        for i in 0..read(names.get_array_length())? {
+            let name = read(names.get_element::<String>(i))?;
             if !self.known.contains(&name.as_str()) {
                 let mut known = self.known.clone();
                 known.sort_unstable();
@@ -230,6 +217,18 @@ impl<'env> OptionsReader<'env> {
     pub fn code(&self) -> ErrorCode {
         self.code
     }
+}
+
+/// The result of a read that may run the caller's own code (a getter, a Proxy trap): when that
+/// code threw, the call stops with [`ErrorCode::Thrown`], and `crate::binding::js_error` hands
+/// the very exception back.
+pub fn read<T>(result: napi::Result<T>) -> Outcome<T> {
+    result.map_err(|error| {
+        Failure::type_error(
+            ErrorCode::Thrown,
+            format!("an argument could not be read: {}", error.reason),
+        )
+    })
 }
 
 /// The string held by a JS string value.

@@ -10,7 +10,7 @@ use napi::JsValue;
 use napi::{Env, ValueType};
 use napi_derive::napi;
 
-use super::options::{string_value, OptionsReader};
+use super::options::{read, string_value, OptionsReader};
 use super::{js_error, rejected};
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::store::link::{RedisCounters, StoreEvent};
@@ -298,7 +298,7 @@ fn redis_settings(options: Option<Unknown>) -> Outcome<RedisSettings> {
 
 /// Reads `tls`: a boolean, or TLS options (which mean `true`).
 fn tls_option(r: &mut OptionsReader) -> Outcome<(Option<bool>, Option<TlsSettings>)> {
-    let Some(value) = r.raw("tls") else {
+    let Some(value) = r.raw("tls")? else {
         return Ok((None, None));
     };
     match value.get_type() {
@@ -320,7 +320,7 @@ fn tls_option(r: &mut OptionsReader) -> Outcome<(Option<bool>, Option<TlsSetting
 
 /// PEM text given as a string, a Buffer, or an array of them (joined).
 fn pem(r: &mut OptionsReader, name: &'static str) -> Outcome<Option<Vec<u8>>> {
-    let Some(value) = r.raw(name) else {
+    let Some(value) = r.raw(name)? else {
         return Ok(None);
     };
     let wrong = |r: &OptionsReader| r.wrong_type(name, "PEM text (a string or a Buffer)", &value);
@@ -332,8 +332,8 @@ fn pem(r: &mut OptionsReader, name: &'static str) -> Outcome<Option<Vec<u8>>> {
     }
     let array = value.coerce_to_object().map_err(|_| wrong(r))?;
     let mut joined = Vec::new();
-    for i in 0..array.get_array_length().map_err(|_| wrong(r))? {
-        let item = array.get_element::<Unknown>(i).map_err(|_| wrong(r))?;
+    for i in 0..read(array.get_array_length())? {
+        let item = read(array.get_element::<Unknown>(i))?;
         joined.extend(pem_part(&item).ok_or_else(|| wrong(r))?);
         joined.push(b'\n');
     }
