@@ -6,7 +6,7 @@
 const { describe, it, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 
-const { RateLimiter, InMemoryRateLimiter, RedisRateLimiter, RedisStore, RollingWindow, FixedWindow, SlidingWindow, createRateLimit } = require('..')
+const { RateLimiter, InMemoryRateLimiter, RedisRateLimiter, RedisStore, RollingWindow, FixedWindow, SlidingWindow, createRateLimit, createClient } = require('..')
 const { freePort, withRedisServer } = require('./helpers/redis-server.js')
 
 const valid = { interval: 1000, maxInInterval: 10 }
@@ -303,3 +303,85 @@ describe('maxKeys', () => {
   })
 })
 
+
+// Each of these was found by the property-based fuzz test (__test__/fuzz.test.js).
+describe('regressions found by fuzzing', () => {
+  const marker = () => Object.assign(new Error('the caller threw'), { mine: true })
+  const throwingNow = () => ({
+    get now() {
+      throw marker()
+    },
+  })
+
+  it('a positive duration that rounds to 0 microseconds is a RangeError, not a division by zero', () => {
+    assert.throws(() => new SlidingWindow({ limits: [{ duration: 1000, limit: 1, precision: 0.0004 }] }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
+    assert.throws(() => new FixedWindow({ limits: [{ duration: 0.0004, limit: 1 }] }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
+    assert.throws(() => new RateLimiter({ interval: 0.0004, maxInInterval: 1 }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
+  })
+
+  it("a call whose options throw (a getter, a Proxy trap) rejects with that error and counts nothing", async () => {
+    const windows = new FixedWindow({ limits: [{ duration: 60_000, limit: 1 }] })
+    await assert.rejects(windows.consume('a', throwingNow()), { mine: true })
+    await assert.rejects(windows.consume('a', new Proxy({}, { ownKeys() { throw marker() } })), { mine: true })
+    assert.equal((await windows.consume('a')).allowed, true)
+    const rolling = new RateLimiter({ interval: 60_000, maxInInterval: 1 })
+    await assert.rejects(rolling.limit('a', throwingNow()), { mine: true })
+    assert.equal(await rolling.limit('a'), false)
+    const redback = createRateLimit('a')
+    await assert.rejects(redback.add('s', throwingNow()), { mine: true })
+    assert.equal(await redback.count('s', 600), 0)
+  })
+
+  it('methods that return a Promise reject instead of throwing', async () => {
+    await assert.rejects(new RateLimiter(valid).entries('a', throwingNow()), { mine: true })
+    await assert.rejects(RedisStore.connect(new Proxy({ port: 1 }, { get() { throw marker() } })), { mine: true })
+    await assert.rejects(createRateLimit('x').count('a', 10, new Proxy({}, { ownKeys() { throw marker() } })), { mine: true })
+  })
+
+  it('ids holding a lone surrogate are refused, so that they cannot share a counter', async () => {
+    const windows = new FixedWindow({ limits: [{ duration: 60_000, limit: 1 }] })
+    for (const id of ['\uD800', '\uDFFF', 'a\uD800b']) {
+      await assert.rejects(windows.consume(id), { name: 'RangeError', code: 'ERR_INVALID_ID' })
+    }
+    // A real U+FFFD (and any well-formed text) is an id like any other.
+    assert.equal((await windows.consume('\uFFFD')).allowed, true)
+    assert.equal((await windows.consume('😀')).allowed, true)
+  })
+
+  it("redback: an add of several subjects counts none when one is invalid; circles need 3 buckets; createClient's options are checked", async () => {
+    const redback = createRateLimit('a')
+    await assert.rejects(redback.add(['a', null]), { code: 'ERR_INVALID_ID' })
+    assert.equal(await redback.count('a', 600), 0)
+    assert.throws(() => createRateLimit('a', { bucket_span: 10, bucket_interval: 5 }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
+    assert.throws(() => createClient('redis://127.0.0.1:1', { namespce: 'app' }), { code: 'ERR_UNKNOWN_OPTION' })
+  })
+
+  it('redback calls nobody awaits do not become unhandled rejections', async () => {
+    const unhandled = []
+    const onUnhandled = (reason) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const port = await freePort()
+      const redback = createRateLimit('a', { client: { url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 100, commandTimeoutMs: 100 } })
+      redback.add('127.0.0.1') // as in redback's README: not awaited
+      redback.add(null).count('a', 10)
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      assert.deepEqual(unhandled, [])
+      // Whoever awaits still sees the failure.
+      await assert.rejects(redback.add('127.0.0.1'), { code: 'ERR_STORE_UNAVAILABLE' })
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+  })
+
+  it('entries() on Redis gives at most maxInInterval entries, even of a set written with a larger limit', async () => {
+    await withRedisServer(async (server) => {
+      const wide = new RateLimiter({ interval: 60_000, maxInInterval: 10, client: server.url, namespace: 'en:' })
+      await wide.consume('a', { weight: 5, now: 1000 })
+      const narrow = new RateLimiter({ interval: 60_000, maxInInterval: 2, client: server.url, namespace: 'en:' })
+      const entries = await narrow.entries('a', { now: 1000 })
+      assert.equal(entries.length, 2)
+      assert.equal((await wide.entries('a', { now: 1000 })).length, 5)
+    })
+  })
+})

@@ -28,6 +28,24 @@ function appWith(middlewareOptions) {
 }
 
 describe('rateLimit middleware', () => {
+  it('checks statusCode, and hands what the message throws to Express instead of leaving the request hanging', async () => {
+    const limiter = new RateLimiter({ interval: 60_000, maxInInterval: 1 })
+    assert.throws(() => rateLimit({ limiter, statusCode: 'abc' }), { name: 'TypeError', code: 'ERR_INVALID_OPTION' })
+    assert.throws(() => rateLimit({ limiter, statusCode: 42 }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
+    const failing = Object.assign(new Error('no message'), { code: 'MESSAGE_FAILED' })
+    for (const message of [() => { throw failing }, { big: 1n }]) {
+      const { url, close } = await serve(appWith({ limiter: new RateLimiter({ interval: 60_000, maxInInterval: 1 }), message }))
+      try {
+        assert.equal((await fetch(url)).status, 200)
+        const refused = await fetch(url)
+        assert.equal(refused.status, 500)
+        assert.match(await refused.text(), /^error: /)
+      } finally {
+        await close()
+      }
+    }
+  })
+
   it('answers 429 with Retry-After and the wait, and sets RateLimit headers', async () => {
     const limiter = new RateLimiter({ interval: 60_000, maxInInterval: 2 })
     const { url, close } = await serve(appWith({ limiter }))
