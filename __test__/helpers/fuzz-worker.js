@@ -2166,8 +2166,16 @@ PROPERTIES['undefined-id'] = () =>
     const limiter = target.make({ ...target.options(c.n), ...(c.redis ? { client: liveStore } : {}), ...namespace })
     const label = `limiter.${c.method}(${renderArgs(undefinedIdArgs(c))})`
     trace(label)
-    const outcome = await outcomeOf(() => limiter[c.method](...buildArgs(undefinedIdArgs(c), ctx)))
+    const args = buildArgs(undefinedIdArgs(c), ctx)
+    const outcome = await outcomeOf(() => limiter[c.method](...args))
     await tick()
+    // redback's methods take any trailing function as the callback: the error goes there, and
+    // the promise resolves undefined.
+    if (c.target === 'createRateLimit' && args.slice(1).some((arg) => typeof arg === 'function')) {
+      if (!outcome.resolved || outcome.value !== undefined) fail(`${label} should hand its error to the callback, but it ${describeOutcome(outcome)}`)
+      await checkStrays()
+      return
+    }
     if (outcome.resolved || outcome.timeout || outcome.returned) {
       fail(`${label} must reject an undefined id with ERR_INVALID_ID, but it ${describeOutcome(outcome)}`)
     }
