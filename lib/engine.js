@@ -86,10 +86,10 @@ function storeErrorPolicy(options, onRedis) {
  * fails with `ERR_STORE_UNAVAILABLE` is answered by `memory`, an in-memory engine with the same
  * settings: as itself (`'memory'`: a limiter of this process alone, until Redis is back), or
  * with `quietModes[mode]`, a mode that changes nothing (`'allow'`: on an engine that is never
- * written, it allows every call; `null` for a mode that answers nothing). Then, for RETRY_REDIS_AFTER_MS, calls go straight to the
- * fallback; the next call after that tries Redis again, and so on until Redis answers. Answer
- * objects from the fallback carry `reason: 'store-unavailable'` and `store: 'memory'` or
- * `'none'`.
+ * written, it allows every call; `null` for a mode that answers nothing). Then, for
+ * RETRY_REDIS_AFTER_MS, calls go straight to the fallback; the next call after that tries Redis
+ * again, and so on until Redis answers. Answer objects from the fallback carry
+ * `reason: 'store-unavailable'` and `store: 'memory'` or `'none'`.
  */
 function runner(engine, policy, memory, quietModes) {
   if (policy === 'reject') return (mode, id, options, decode) => run(engine, mode, id, options, decode)
