@@ -32,8 +32,10 @@ describe('rateLimit middleware', () => {
     const limiter = new RateLimiter({ interval: 60_000, maxInInterval: 1 })
     assert.throws(() => rateLimit({ limiter, statusCode: 'abc' }), { name: 'TypeError', code: 'ERR_INVALID_OPTION' })
     assert.throws(() => rateLimit({ limiter, statusCode: 42 }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
+    // A fixed message that JSON cannot hold is an option error.
+    assert.throws(() => rateLimit({ limiter, message: { big: 1n } }), { name: 'TypeError', code: 'ERR_INVALID_OPTION' })
     const failing = Object.assign(new Error('no message'), { code: 'MESSAGE_FAILED' })
-    for (const message of [() => { throw failing }, { big: 1n }]) {
+    for (const message of [() => { throw failing }, () => ({ big: 1n })]) {
       const { url, close } = await serve(appWith({ limiter: new RateLimiter({ interval: 60_000, maxInInterval: 1 }), message }))
       try {
         assert.equal((await fetch(url)).status, 200)

@@ -16,6 +16,23 @@ function setHeaders(res, answer) {
   res.setHeader('RateLimit-Reset', String(Math.ceil(answer.resetAfter / 1000)))
 }
 
+/**
+ * A refusal's body: `{ text }` for a string, else `{ json }`; a value JSON cannot hold (a BigInt,
+ * a cycle, too deep) is a TypeError with `code` (`what` names it).
+ */
+function serialize(value, what, code) {
+  if (typeof value === 'string') return { text: value }
+  try {
+    const json = JSON.stringify(value)
+    if (typeof json !== 'string') throw new TypeError(`JSON.stringify gave ${json}`)
+    return { json }
+  } catch (cause) {
+    const error = typeError(code, `${what} must be a string or a value JSON can hold: ${cause.message}`)
+    error.cause = cause
+    throw error
+  }
+}
+
 function defaultMessage(timeLeft) {
   return `Too many requests: you must wait ${timeLeft} ms before you can make requests.`
 }
@@ -48,19 +65,19 @@ function rateLimit(options) {
     throw rangeError('ERR_INVALID_OPTION', `\`statusCode\` must be an HTTP status code (a whole number from 100 to 999), got ${statusCode}`)
   }
 
+  // A fixed message is serialized once, now: one that cannot be is an option error.
+  const fixedBody = typeof message === 'function' ? undefined : serialize(message, '`message`', 'ERR_INVALID_OPTION')
+
   /** Answers a refused request; what the user's `message` throws goes to `next`. */
   function refuse(req, res, next, answer) {
-    let body
-    let type = 'text/plain; charset=utf-8'
+    let body = fixedBody
     try {
-      body = typeof message === 'function' ? message(answer.timeLeft, req) : message
-      if (typeof body !== 'string') {
-        body = JSON.stringify(body)
-        type = 'application/json; charset=utf-8'
-      }
+      if (!body) body = serialize(message(answer.timeLeft, req), '`message(timeLeft, req)`', 'ERR_INVALID_ARGUMENT')
     } catch (error) {
       return next(error)
     }
+    const type = typeof body.text === 'string' ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8'
+    body = body.text ?? body.json
     if (Number.isFinite(answer.timeLeft)) res.setHeader('Retry-After', String(Math.ceil(answer.timeLeft / 1000)))
     res.statusCode = statusCode
     res.setHeader('Content-Type', type)

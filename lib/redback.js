@@ -127,7 +127,12 @@ function createClient(redisOptions, clientOptions) {
   resolveStore(client, 'client')
   return {
     namespace: namespace ?? '',
-    createRateLimit: (action, options) => new RateLimit(action, { namespace, ...options, client }),
+    createRateLimit: (action, options) => {
+      if (options != null && typeof options === 'object' && 'client' in options) {
+        throw typeError('ERR_UNKNOWN_OPTION', "the client's createRateLimit takes no `client`: the rate limit uses the client's Redis")
+      }
+      return new RateLimit(action, { namespace, ...options, client })
+    },
   }
 }
 
