@@ -18,7 +18,7 @@ export declare class BucketCircleEngine {
    * Builds redback's rate limit in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
    */
-  constructor(options: BucketCircleOptions, store?: RedisStore | null)
+  constructor(options: BucketCircleOptions & EngineStoreOptions, store?: RedisStore | null)
   /**
    * The engine under redback's API: runs `mode` (0 add, 1 count, 2 addCount) for `subject`
    * with the call options `{ now, interval }` (interval in seconds, for counts). The count is
@@ -32,19 +32,16 @@ export declare class BucketCircleEngine {
 }
 export type JsBucketCircle = BucketCircleEngine
 
-/**
- * r" Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see
- * r" index.d.ts), which is the API to use. It validates its options like `FixedWindow` does.
- */
+/** Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see index.d.ts), which is the API to use. It validates its options like `FixedWindow` does. */
 export declare class FixedWindowEngine {
   /**
    * Builds the limiter in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
    */
-  constructor(options: FixedWindowOptions, store?: RedisStore | null)
+  constructor(options: FixedWindowOptions & EngineStoreOptions, store?: RedisStore | null)
   /**
-   * The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
-   * an array of ids, with the call options `{ now, weight }`. In memory the answer is
+   * The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset, 3 reward) for one
+   * id or an array of ids, with the call options `{ now, weight }`. In memory the answer is
    * written to `out` and `true` is returned; on Redis `false` is returned and the answer
    * reaches `lib/engine.js` under `ticket`. The five numbers are allowed, timeLeft,
    * remaining, limit and resetAfter. Use the JavaScript class rather than this.
@@ -54,8 +51,70 @@ export declare class FixedWindowEngine {
   get trackedIds(): number
   /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
   get evictedIds(): number
+  /**
+   * The in-memory fast path: a function `(mode, id, weight, now) => boolean` that
+   * answers a call with one string id into `out` (see `src/binding/fast.rs`), or `null`
+   * on Redis. Use the JavaScript class rather than this.
+   */
+  fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
 }
 export type JsFixedWindow = FixedWindowEngine
+
+/** The generic cell rate algorithm, in memory or on Redis: the native engine under `Gcra` (see index.d.ts), which is the API to use. */
+export declare class GcraEngine {
+  /**
+   * Builds the limiter in memory, or on `store` when one is given.
+   * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
+   */
+  constructor(options: GcraOptions & EngineStoreOptions, store?: RedisStore | null)
+  /**
+   * The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset, 3 reward) for one
+   * id or an array of ids, with the call options `{ now, weight }`. In memory the answer is
+   * written to `out` and `true` is returned; on Redis `false` is returned and the answer
+   * reaches `lib/engine.js` under `ticket`. The five numbers are allowed, timeLeft,
+   * remaining, limit and resetAfter. Use the JavaScript class rather than this.
+   */
+  run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /** How many ids the in-memory store holds state for (always `0` on Redis). */
+  get trackedIds(): number
+  /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
+  get evictedIds(): number
+  /**
+   * The in-memory fast path: a function `(mode, id, weight, now) => boolean` that
+   * answers a call with one string id into `out` (see `src/binding/fast.rs`), or `null`
+   * on Redis. Use the JavaScript class rather than this.
+   */
+  fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+}
+export type JsGcra = GcraEngine
+
+/** The leaky bucket as a meter, in memory or on Redis: the native engine under `LeakyBucket` (see index.d.ts), which is the API to use. */
+export declare class LeakyBucketEngine {
+  /**
+   * Builds the limiter in memory, or on `store` when one is given.
+   * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
+   */
+  constructor(options: LeakyBucketOptions & EngineStoreOptions, store?: RedisStore | null)
+  /**
+   * The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset, 3 reward) for one
+   * id or an array of ids, with the call options `{ now, weight }`. In memory the answer is
+   * written to `out` and `true` is returned; on Redis `false` is returned and the answer
+   * reaches `lib/engine.js` under `ticket`. The five numbers are allowed, timeLeft,
+   * remaining, limit and resetAfter. Use the JavaScript class rather than this.
+   */
+  run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /** How many ids the in-memory store holds state for (always `0` on Redis). */
+  get trackedIds(): number
+  /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
+  get evictedIds(): number
+  /**
+   * The in-memory fast path: a function `(mode, id, weight, now) => boolean` that
+   * answers a call with one string id into `out` (see `src/binding/fast.rs`), or `null`
+   * on Redis. Use the JavaScript class rather than this.
+   */
+  fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+}
+export type JsLeakyBucket = LeakyBucketEngine
 
 /**
  * A connection to Redis (a single node or a Cluster), shared by every limiter built on it.
@@ -125,13 +184,19 @@ export type JsRedisStore = RedisStore
  */
 export declare class RollingWindow {
   /**
+   * The in-memory fast path: a function `(mode, id, weight, now) => boolean` that
+   * answers a call with one string id into `out` (see `src/binding/fast.rs`), or `null`
+   * on Redis. Use the JavaScript class rather than this.
+   */
+  fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+  /**
    * Builds a rolling window in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
    */
-  constructor(options: RollingWindowOptions, store?: RedisStore | null)
+  constructor(options: RollingWindowOptions & EngineStoreOptions, store?: RedisStore | null)
   /**
    * The engine under `RateLimiter`: runs `mode` (0 attempt, 1 peek, 2 clear, 3 consume,
-   * 4 check; plus 16 to let a missing id mean the one global limit) for `id` with the call
+   * 4 check, 5 reward; plus 16 to let a missing id mean the one global limit) for `id` with the call
    * options `{ now }`.
    *
    * In memory the answer is written to `out` (flags, wait in ms, actions remaining) and
@@ -158,19 +223,16 @@ export declare class RollingWindow {
 }
 export type JsRollingWindow = RollingWindow
 
-/**
- * r" The precision sliding window, in memory or on Redis: the native engine under
- * r" `SlidingWindow` (see index.d.ts), which is the API to use.
- */
-export declare class SlidingWindowEngine {
+/** The sliding tail (fixed windows with the previous one counted pro rata), in memory or on Redis: the native engine under `SlidingTail` (see index.d.ts), which is the API to use. */
+export declare class SlidingTailEngine {
   /**
    * Builds the limiter in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
    */
-  constructor(options: SlidingWindowOptions, store?: RedisStore | null)
+  constructor(options: SlidingTailOptions & EngineStoreOptions, store?: RedisStore | null)
   /**
-   * The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
-   * an array of ids, with the call options `{ now, weight }`. In memory the answer is
+   * The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset, 3 reward) for one
+   * id or an array of ids, with the call options `{ now, weight }`. In memory the answer is
    * written to `out` and `true` is returned; on Redis `false` is returned and the answer
    * reaches `lib/engine.js` under `ticket`. The five numbers are allowed, timeLeft,
    * remaining, limit and resetAfter. Use the JavaScript class rather than this.
@@ -180,8 +242,70 @@ export declare class SlidingWindowEngine {
   get trackedIds(): number
   /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
   get evictedIds(): number
+  /**
+   * The in-memory fast path: a function `(mode, id, weight, now) => boolean` that
+   * answers a call with one string id into `out` (see `src/binding/fast.rs`), or `null`
+   * on Redis. Use the JavaScript class rather than this.
+   */
+  fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+}
+export type JsSlidingTail = SlidingTailEngine
+
+/** The precision sliding window, in memory or on Redis: the native engine under `SlidingWindow` (see index.d.ts), which is the API to use. */
+export declare class SlidingWindowEngine {
+  /**
+   * Builds the limiter in memory, or on `store` when one is given.
+   * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
+   */
+  constructor(options: SlidingWindowOptions & EngineStoreOptions, store?: RedisStore | null)
+  /**
+   * The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset, 3 reward) for one
+   * id or an array of ids, with the call options `{ now, weight }`. In memory the answer is
+   * written to `out` and `true` is returned; on Redis `false` is returned and the answer
+   * reaches `lib/engine.js` under `ticket`. The five numbers are allowed, timeLeft,
+   * remaining, limit and resetAfter. Use the JavaScript class rather than this.
+   */
+  run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /** How many ids the in-memory store holds state for (always `0` on Redis). */
+  get trackedIds(): number
+  /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
+  get evictedIds(): number
+  /**
+   * The in-memory fast path: a function `(mode, id, weight, now) => boolean` that
+   * answers a call with one string id into `out` (see `src/binding/fast.rs`), or `null`
+   * on Redis. Use the JavaScript class rather than this.
+   */
+  fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
 }
 export type JsSlidingWindow = SlidingWindowEngine
+
+/** The token bucket, in memory or on Redis: the native engine under `TokenBucket` (see index.d.ts), which is the API to use. It validates its options like `TokenBucket` does. */
+export declare class TokenBucketEngine {
+  /**
+   * Builds the limiter in memory, or on `store` when one is given.
+   * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
+   */
+  constructor(options: TokenBucketOptions & EngineStoreOptions, store?: RedisStore | null)
+  /**
+   * The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset, 3 reward) for one
+   * id or an array of ids, with the call options `{ now, weight }`. In memory the answer is
+   * written to `out` and `true` is returned; on Redis `false` is returned and the answer
+   * reaches `lib/engine.js` under `ticket`. The five numbers are allowed, timeLeft,
+   * remaining, limit and resetAfter. Use the JavaScript class rather than this.
+   */
+  run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /** How many ids the in-memory store holds state for (always `0` on Redis). */
+  get trackedIds(): number
+  /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
+  get evictedIds(): number
+  /**
+   * The in-memory fast path: a function `(mode, id, weight, now) => boolean` that
+   * answers a call with one string id into `out` (see `src/binding/fast.rs`), or `null`
+   * on Redis. Use the JavaScript class rather than this.
+   */
+  fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+}
+export type JsTokenBucket = TokenBucketEngine
 
 /** Options of redback's `RateLimit`, in seconds as redback takes them. */
 export interface BucketCircleOptions {
@@ -193,9 +317,17 @@ export interface BucketCircleOptions {
   subjectExpiry?: number
   /** The key prefix, `[namespace:]action:` (a subject's hash is at `namespace + subject`). */
   namespace?: string
+}
+
+/**
+ * The store options every engine takes besides its own (and its `namespace`, documented with
+ * the key layout it names); the engines' constructors take `XOptions & EngineStoreOptions`.
+ * [`Backend::from_options`] reads them.
+ */
+export interface EngineStoreOptions {
   /**
-   * On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
-   * `'local'`.
+   * On Redis, whose clock decides when no `now` is given: `'redis'` (the server's, the
+   * default: no skew between application hosts) or `'local'` (this host's).
    */
   clock?: string
   /**
@@ -236,21 +368,61 @@ export interface FixedWindowOptions {
    * Default `'ratekeeper:fixed:'`. Ignored in memory.
    */
   namespace?: string
+}
+
+/**
+ * Options of a GCRA limiter.
+ *
+ * ```js
+ * new Gcra({ limit: 30, period: 60_000, burst: 16 })
+ * ```
+ */
+export interface GcraOptions {
+  /** The sustained rate: `limit` weight per `period`, a whole number from 1 to 1e15. Required. */
+  limit: number
   /**
-   * On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
-   * `'local'`.
+   * The period of `limit`, in milliseconds (> 0, at most 1e12). One weight costs
+   * `period / limit`, in whole microseconds rounded up. Required.
    */
-  clock?: string
+  period: number
   /**
-   * On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
-   * that ids holding `{...}` spread over a Cluster's slots. Default `false`.
+   * The most weight admitted at once (redis-cell's `max_burst + 1`): a whole number from 1
+   * to 1e15. Default `limit`. `burst * period / limit` may not pass 1e12 ms.
    */
-  hashIds?: boolean
+  burst?: number
   /**
-   * In memory: the most ids kept; past it, the least recently used are evicted (and start
-   * afresh). Default: unbounded (idle ids are still dropped).
+   * Prefix of the Redis keys: an id's TAT is a string at `namespace + id`.
+   * Default `'ratekeeper:gcra:'`. Ignored in memory.
    */
-  maxKeys?: number
+  namespace?: string
+}
+
+/**
+ * Options of a leaky bucket.
+ *
+ * ```js
+ * new LeakyBucket({ capacity: 3, leakInterval: 20_000 }) // 3 at once, then 1 per 20 s
+ * ```
+ */
+export interface LeakyBucketOptions {
+  /** The most weight the bucket holds: a whole number from 1 to 1e15. Required. */
+  capacity: number
+  /**
+   * The weight that leaks out every `leakInterval`: a whole number from 1 to 1e15.
+   * Default `1`.
+   */
+  leakAmount?: number
+  /**
+   * Milliseconds between leaks (> 0, a whole number of microseconds, at most 1e12).
+   * `ceil(capacity / leakAmount) * leakInterval`, the time a full bucket takes to drain, must
+   * stay below 2^53 µs. Required.
+   */
+  leakInterval: number
+  /**
+   * Prefix of the Redis keys: an id's bucket is a hash at `namespace + id`.
+   * Default `'ratekeeper:leaky:'`. Ignored in memory.
+   */
+  namespace?: string
 }
 
 /** One logged action, as `entries` returns it. */
@@ -358,7 +530,7 @@ export interface RedisTlsOptions {
 export interface RollingWindowOptions {
   /** The window's length in milliseconds (> 0). Required. */
   interval: number
-  /** How many actions the window admits: a whole number from 1 to 1,000,000. Required. */
+  /** How many actions the window admits: a whole number from 1 to 100,000 (one stored entry per action: larger limits belong in a counter limiter). Required. */
   maxInInterval: number
   /** The least time between two consecutive actions, in milliseconds. Default `0` (none). */
   minDifference?: number
@@ -374,21 +546,6 @@ export interface RollingWindowOptions {
    * rolling-rate-limiter). Default `'ratekeeper:'`. Ignored in memory.
    */
   namespace?: string
-  /**
-   * On Redis, whose clock decides when no `now` is given: `'redis'` (the server's, the
-   * default: no skew between application hosts) or `'local'` (this host's).
-   */
-  clock?: string
-  /**
-   * On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
-   * that ids holding `{...}` spread over a Cluster's slots. Default `false`.
-   */
-  hashIds?: boolean
-  /**
-   * In memory: the most ids kept; past it, the least recently used are evicted (and start
-   * afresh). Default: unbounded (idle ids are still dropped).
-   */
-  maxKeys?: number
 }
 
 /**
@@ -397,6 +554,37 @@ export interface RollingWindowOptions {
  * name. `lib/engine.js` calls this once; nothing else should.
  */
 export declare function setAnswerHandler(handler: (answers: Float64Array, failures: Array<[number, Error]>) => void): number
+
+/**
+ * One limit of a sliding tail: at most `limit` weight per `duration`, the previous window
+ * counting pro rata.
+ */
+export interface SlidingTailLimit {
+  /**
+   * The window's length in milliseconds (> 0, at least 0.001, at most 1e12). Windows are
+   * aligned to the clock (`floor(now / duration)`).
+   */
+  duration: number
+  /** The weight the sliding window admits: a whole number from 1 to 1e15. */
+  limit: number
+}
+
+/**
+ * Options of a sliding tail limiter.
+ *
+ * ```js
+ * new SlidingTail({ limits: [{ duration: 60_000, limit: 100 }] })
+ * ```
+ */
+export interface SlidingTailOptions {
+  /** 1 to 16 limits, all checked (and counted) together. Required. */
+  limits: Array<SlidingTailLimit>
+  /**
+   * Prefix of the Redis keys: an id's counters are a hash at `namespace + id`.
+   * Default `'ratekeeper:tail:'`. Ignored in memory.
+   */
+  namespace?: string
+}
 
 /** One limit of a sliding window: at most `limit` weight in any `duration`. */
 export interface SlidingWindowLimit {
@@ -426,21 +614,6 @@ export interface SlidingWindowOptions {
    * Default `'ratekeeper:sliding:'`. Ignored in memory.
    */
   namespace?: string
-  /**
-   * On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
-   * `'local'`.
-   */
-  clock?: string
-  /**
-   * On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
-   * that ids holding `{...}` spread over a Cluster's slots. Default `false`.
-   */
-  hashIds?: boolean
-  /**
-   * In memory: the most ids kept; past it, the least recently used are evicted (and start
-   * afresh). Default: unbounded (idle ids are still dropped).
-   */
-  maxKeys?: number
 }
 
 /** Failed calls by error code. */
@@ -448,4 +621,46 @@ export interface StoreFailures {
   ERR_STORE_UNAVAILABLE: number
   ERR_STORE_ERROR: number
   ERR_STORE_CLOSED: number
+}
+
+/**
+ * Options of a token bucket limiter.
+ *
+ * ```js
+ * // Bursts of up to 10, then 3 per second.
+ * new TokenBucket({ capacity: 10, refillAmount: 3, refillInterval: 1000 })
+ * ```
+ */
+export interface TokenBucketOptions {
+  /** The most tokens a bucket holds: a whole number from 1 to 1e15. Required. */
+  capacity: number
+  /**
+   * Tokens added per `refillInterval`, credited continuously (every microsecond): a whole
+   * number from 1 to 1e15. Default `1`.
+   */
+  refillAmount?: number
+  /**
+   * Milliseconds in which `refillAmount` tokens are added: more than 0 (at least 0.001) and at
+   * most 1e12. Required.
+   */
+  refillInterval: number
+  /**
+   * Tokens a bucket starts with: an id's bucket starts at its first consume (allowed or
+   * refused; a peek starts nothing), holding `initial` as of then, and refills from then on.
+   * A whole number from 0 to `capacity`. Default `capacity`.
+   */
+  initial?: number
+  /**
+   * Milliseconds a full bucket is kept before it is forgotten (the id then starts again from
+   * `initial` at its next consume): more than 0 (at least 0.001) and at most 1e12. Default
+   * `86_400_000` (a day). Meaningless when `initial` is `capacity` (a full bucket is then the
+   * same as none, forgotten at once). Keep it at least 1 ms (the unit of `timeLeft`) and
+   * longer than the time to refill.
+   */
+  forgetAfter?: number
+  /**
+   * Prefix of the Redis keys: an id's bucket is a hash at `namespace + id`.
+   * Default `'ratekeeper:token:'`. Ignored in memory.
+   */
+  namespace?: string
 }

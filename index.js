@@ -11,7 +11,7 @@
 const binding = require('./binding.js')
 const rollingRateLimiter = require('./lib/rolling-rate-limiter.js')
 const { rateLimit } = require('./lib/express.js')
-const { FixedWindow, SlidingWindow } = require('./lib/counting.js')
+const { FixedWindow, SlidingWindow, SlidingTail, LeakyBucket, TokenBucket, Gcra } = require('./lib/counting.js')
 const redback = require('./lib/redback.js')
 
 const { RateLimiter } = rollingRateLimiter
@@ -24,6 +24,10 @@ Object.assign(module.exports, rollingRateLimiter, {
   FixedWindowEngine: binding.FixedWindowEngine,
   SlidingWindow,
   SlidingWindowEngine: binding.SlidingWindowEngine,
+  SlidingTail,
+  LeakyBucket,
+  TokenBucket,
+  Gcra,
   ...redback,
   BucketCircleEngine: binding.BucketCircleEngine,
   rateLimit,

@@ -109,3 +109,54 @@ it('hashIds: ids that carry a hash tag cannot choose their shard', async () => {
   assert.equal((await hashed.consume(ids[7])).remaining, 3)
 })
 
+
+it('runs every limiter on the Cluster: ids over all masters, several ids of one hash tag at once, reward and reset', async () => {
+  const { LIMITERS, CAPACITY, SPACED, ONE_ID } = require('./helpers/limiters.js')
+  const T0 = 1_700_000_000_000
+  for (const [name, create] of Object.entries(LIMITERS)) {
+    const namespace = `every-${name.replace(/\W+/g, '-')}:`
+    const limiter = create({ client: store, namespace })
+    const ids = Array.from({ length: 30 }, (_, i) => `id-${i}`)
+    for (const id of ids) {
+      const first = await limiter.consume(id, { now: T0, weight: CAPACITY })
+      assert.equal(first.allowed, true, `${name} ${id}`)
+      assert.equal(first.remaining, 0, `${name} ${id}`)
+      const refused = await limiter.consume(id, { now: T0 })
+      assert.equal(refused.allowed, false, `${name} ${id}`)
+      assert.ok(refused.timeLeft > 0 && refused.timeLeft < Infinity, `${name} ${id}: ${refused.timeLeft}`)
+      const back = await limiter.reward(id, { now: T0, weight: 2 })
+      assert.equal(back.remaining, SPACED.has(name) ? 0 : 2, `${name} ${id}`)
+    }
+    const masters = new Set()
+    for (const node of cluster.nodes) {
+      if (!(await cluster.cli(node.port, 'ROLE')).startsWith('master')) continue
+      const keys = await keysOf(node.port, `${namespace}*`)
+      if (keys.length > 0) masters.add(node.port)
+      // Every key has a TTL (-1 would be none; -2, gone already: short TTLs expire as we look).
+      for (const key of keys) assert.notEqual(Number(await cluster.cli(node.port, 'PTTL', key)), -1, `${key} has a TTL`)
+    }
+    assert.equal(masters.size, 3, `${name}: keys on every master`)
+    if (!ONE_ID.has(name)) {
+      // One call, two ids of one tag, one atomic step: the full one refuses both.
+      await limiter.consume('{u1}ip', { now: T0, weight: CAPACITY })
+      const both = await limiter.consume(['{u1}ip', '{u1}user'], { now: T0 })
+      assert.equal(both.allowed, false, name)
+      assert.equal((await limiter.peek('{u1}user', { now: T0 })).remaining, CAPACITY, `${name}: nothing charged`)
+      await assert.rejects(limiter.consume(['{u1}ip', '{u2}user'], { now: T0 }), { code: 'ERR_INVALID_ID' })
+    }
+    for (const id of ids) await limiter.reset(id)
+    assert.equal((await limiter.peek(ids[0], { now: T0 })).remaining, CAPACITY, `${name}: reset`)
+  }
+})
+
+/** Every key of the node at `port` matching `pattern` (SCAN to the end). */
+async function keysOf(port, pattern) {
+  const keys = []
+  let cursor = '0'
+  do {
+    const [next, ...found] = (await cluster.cli(port, 'SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000)).split('\n')
+    cursor = next
+    keys.push(...found.filter(Boolean))
+  } while (cursor !== '0')
+  return keys
+}

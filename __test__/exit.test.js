@@ -4,29 +4,11 @@
 
 const { it } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
-const path = require('node:path')
 
 const { useRedisServer } = require('./helpers/redis-server.js')
+const { runScript } = require('./helpers/run-script.js')
 
 const redis = useRedisServer()
-
-/** Runs `code` in a fresh node; resolves its exit code, or 'hung' if it is still running after 30 s. */
-function runScript(code) {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['-e', code], { cwd: path.join(__dirname, '..'), stdio: ['ignore', 'pipe', 'inherit'] })
-    let output = ''
-    child.stdout.on('data', (chunk) => (output += chunk))
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      resolve({ code: 'hung', output })
-    }, 30_000)
-    child.on('exit', (code) => {
-      clearTimeout(timer)
-      resolve({ code, output })
-    })
-  })
-}
 
 it('exits with in-memory and Redis limiters alive and their connections open', async () => {
   const { code, output } = await runScript(`

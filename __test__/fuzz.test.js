@@ -12,6 +12,7 @@
 //   RATEKEEPER_FUZZ_SEED=123 RATEKEEPER_FUZZ_PATH=4:1:0 ...          # replay a failure
 //   RATEKEEPER_FUZZ_ONLY=counts,express ...                          # some properties only
 //   RATEKEEPER_FUZZ_KNOWN=sync-throw,panic ...                       # skip known defects' checks
+//   RATEKEEPER_FUZZ_ONLY=rolling-window,counting-limiters ...        # every limiter class and method
 //
 // A failure prints the counterexample as JavaScript, what went wrong, and the command that replays
 // it. RATEKEEPER_FUZZ_KNOWN takes the tags printed in failure messages ([tag: ...]): it lets a
@@ -31,7 +32,7 @@ const WORKER = path.join(__dirname, 'helpers', 'fuzz-worker.js')
 /** Each property, and the Redis database it works in. */
 const PROPERTIES = {
   'rolling-window': 1,
-  'fixed-and-sliding-window': 2,
+  'counting-limiters': 2,
   redback: 3,
   'callback-api': 4,
   'redis-store': 5,

@@ -60,6 +60,8 @@ for (const [name, create] of Object.entries(stores)) {
       assert.equal(await limit.count('ip', 60, at(57)), 2)
       await assert.rejects(limit.count('ip', 61), { name: 'RangeError', code: 'ERR_INVALID_ARGUMENT' })
       await assert.rejects(limit.count('ip'), { name: 'TypeError', code: 'ERR_INVALID_ARGUMENT' })
+      // Regression (found by the fuzz test): an `interval` in the options was silently overwritten.
+      await assert.rejects(limit.addCount('ip', 5, { interval: 1e9 }), { name: 'TypeError', code: 'ERR_UNKNOWN_OPTION' })
     })
 
     it('calls back node-style, chains as redback, and adds arrays of subjects', async () => {

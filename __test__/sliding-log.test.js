@@ -41,13 +41,14 @@ for (const [name, create] of Object.entries(stores)) {
 
     it('charges weights, keeps minDifference, and never admits a weight above the limit', async () => {
       const log = create({ interval: 10, maxInInterval: 5, minDifference: 2 })
-      assert.deepEqual(await log.consume('u', { now: 0, weight: 3 }), verdict(true, 0, 2, 5, 10))
-      assert.deepEqual(await log.consume('u', { now: 1 }), verdict(false, 1, 2, 5, 9))
+      // Room for 2 more, but none right now: `remaining` is 0 until minDifference has passed.
+      assert.deepEqual(await log.consume('u', { now: 0, weight: 3 }), verdict(true, 0, 0, 5, 10))
+      assert.deepEqual(await log.consume('u', { now: 1 }), verdict(false, 1, 0, 5, 9))
       assert.deepEqual(await log.peek('u', { now: 2, weight: 3 }), verdict(false, 8, 2, 5, 8))
       assert.deepEqual(await log.consume('u', { now: 2, weight: 2 }), verdict(true, 0, 0, 5, 10))
       assert.deepEqual(await log.consume('u', { now: 9, weight: 6 }), verdict(false, Infinity, 0, 5, 3))
       await log.reset('u')
-      assert.deepEqual(await log.peek('u', { now: 9, weight: 5 }), verdict(true, 0, 0, 5, 10))
+      assert.deepEqual(await log.peek('u', { now: 9, weight: 5 }), verdict(true, 0, 5, 5, 0))
     })
 
     it('keeps metadata with each action, so an operator can see who filled a limit', async () => {

@@ -366,7 +366,7 @@ describe('still reads what it and its peers write (controls for the checks above
     const second = new FixedWindow({ client: redis.url, namespace: 'ctl-fw:', limits: [{ duration: SECOND, limit: 2 }] })
     await second.consume('u', NOW)
     assert.deepEqual(await minute.consume('u', NOW), { allowed: true, timeLeft: 0, remaining: 4, limit: 5, resetAfter: 55_000 })
-    assert.deepEqual(await second.peek('u', NOW), { allowed: true, timeLeft: 0, remaining: 0, limit: 2, resetAfter: 1000 })
+    assert.deepEqual(await second.peek('u', NOW), { allowed: true, timeLeft: 0, remaining: 1, limit: 2, resetAfter: 1000 })
     assert.deepEqual(await r.hgetall('ctl-fw:u'), {
       1000000: '1',
       '1000000:w': String(Math.floor(T / SECOND)),
@@ -380,7 +380,7 @@ describe('still reads what it and its peers write (controls for the checks above
     const second = new SlidingWindow({ client: redis.url, namespace: 'ctl-sw:', limits: [{ duration: SECOND, limit: 2 }] })
     await second.consume('u', NOW)
     assert.deepEqual(await minute.consume('u', NOW), { allowed: true, timeLeft: 0, remaining: 4, limit: 5, resetAfter: 55_000 })
-    assert.equal((await second.peek('u', NOW)).remaining, 0)
+    assert.equal((await second.peek('u', NOW)).remaining, 1)
     assert.equal(await r.hlen('ctl-sw:u'), 4)
   })
 
@@ -499,11 +499,11 @@ describe('a Redis at maxmemory with noeviction', () => {
       millisecondsUntilAllowed: 59_000,
       actionsRemaining: 0,
     })
-    assert.deepEqual(await limiters.rolling.peek('read', LATER), { allowed: true, timeLeft: 0, remaining: 0, limit: 2, resetAfter: 60_000 })
-    assert.deepEqual(await limiters.log.peek('read', LATER), { allowed: true, timeLeft: 0, remaining: 0, limit: 2, resetAfter: 60_000 })
+    assert.deepEqual(await limiters.rolling.peek('read', LATER), { allowed: true, timeLeft: 0, remaining: 1, limit: 2, resetAfter: 59_000 })
+    assert.deepEqual(await limiters.log.peek('read', LATER), { allowed: true, timeLeft: 0, remaining: 1, limit: 2, resetAfter: 59_000 })
     assert.deepEqual(await limiters.log.entries('read', LATER), [{ at: T, meta: 'user:1' }])
-    assert.deepEqual(await limiters.fixed.peek('read', LATER), { allowed: true, timeLeft: 0, remaining: 3, limit: 5, resetAfter: 54_000 })
-    assert.deepEqual(await limiters.sliding.peek('read', LATER), { allowed: true, timeLeft: 0, remaining: 3, limit: 5, resetAfter: 54_000 })
+    assert.deepEqual(await limiters.fixed.peek('read', LATER), { allowed: true, timeLeft: 0, remaining: 4, limit: 5, resetAfter: 54_000 })
+    assert.deepEqual(await limiters.sliding.peek('read', LATER), { allowed: true, timeLeft: 0, remaining: 4, limit: 5, resetAfter: 54_000 })
     assert.equal(await limiters.redback.count('read', 60, LATER), 1)
   })
 

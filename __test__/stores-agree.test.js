@@ -10,20 +10,9 @@ const assert = require('node:assert/strict')
 
 const { RateLimiter, SlidingLog, FixedWindow, SlidingWindow, createRateLimit } = require('..')
 const { useRedisServer } = require('./helpers/redis-server.js')
+const { random } = require('./helpers/random.js')
 
 const redis = useRedisServer()
-
-/** A small deterministic generator (mulberry32), so that a failure can be replayed. */
-function random(seed) {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const CALLS = 400
 const T0 = 1_700_000_000_000

@@ -2,37 +2,78 @@
 
 // ratekeeper against its peers on npm, side by side in one run.
 //
-//   npm run bench                        # 5 rounds of every scenario
-//   npm run bench -- --rounds 3 --ops 20000 --only redis
+//   npm run bench                       # every scenario at 1, 64 and 256 callers over 10 and 10,000 ids
+//   npm run bench -- --rounds 3 --only "fixed window" --concurrency 256 --ids 10000
+//   npm run bench -- --only http        # the HTTP scenario alone (benchmark/http.js)
 //
 // Each scenario runs both libraries on the same workload (CONCURRENCY callers in flight, ids
-// drawn from IDS), alternating which goes first from round to round. The table reports medians
-// over the rounds and, as the headline, the median of the per-round throughput ratios: the
-// machines are shared and noisy, so a ratio measured within one round is what compares.
-// Memory is measured in separate child processes (RSS after GC) and with Redis' used_memory.
+// drawn from IDS), alternating which goes first from round to round, on fresh limiters (and an
+// emptied Redis) each time. Before it is timed, each pair must give the same decisions on the
+// same sequence of calls. The table reports medians over the rounds and, as the headline, the
+// median of the per-round throughput ratios: the machines are shared and noisy, so a ratio
+// measured within one round is what compares. On Redis the benchmark also reads redis-server's
+// CPU time (`INFO cpu`) around each run: microseconds of Redis CPU per decision. Memory is
+// measured in child processes (RSS after GC).
+//
+// A full run (no --only) writes benchmark/RESULTS.md and benchmark/results.svg.
 
 const { spawnSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const IORedis = require('ioredis')
 const upstream = require('rolling-rate-limiter')
 const flexible = require('rate-limiter-flexible')
+const { TokenBucket: LimiterTokenBucket } = require('limiter')
+const redisGcra = require('redis-gcra')
 
 const ratekeeper = require('..')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
+const { httpBenchmark } = require('./http.js')
+const { writeResults } = require('./results.js')
 
 const args = parseArgs(process.argv.slice(2))
 const ROUNDS = args.rounds ?? 5
-const OPS = args.ops ?? 50_000
-const CONCURRENCY = args.concurrency ?? 256
-const IDS = args.ids ?? 10_000
+const MEMORY_OPS = args.ops ?? 50_000
+const REDIS_OPS = args.ops ?? 20_000
+const CONCURRENCIES = args.concurrency ? [args.concurrency] : [1, 64, 256]
+const ID_COUNTS = args.ids ? [args.ids] : [10, 10_000]
 const WINDOW = { interval: 60_000, maxInInterval: 100 }
 const FIXED = { limits: [{ duration: 60_000, limit: 100 }] }
 const FLEXIBLE = { points: 100, duration: 60 }
+// 100 at once, 100 per minute sustained: the same bucket for every bucket-like library.
+const BUCKET = { capacity: 100, refillAmount: 100, refillInterval: 60_000 }
+const GCRA = { limit: 100, period: 60_000, burst: 100 }
+const PEER_GCRA = { burst: 100, rate: 100, period: 60_000 }
+const PEER_BUCKET = { bucketSize: 100, tokensPerInterval: 100, interval: 60_000 }
+/** One call in this many has its latency taken (timing every call would cost as much as an in-memory decision). */
+const LATENCY_SAMPLE = 8
+const MEMORY_IDS = 1_000_000
 
-/** Each library's call, as `attempt(id)` resolving whether it was refused. */
+/** Each library's call, as `attempt(id)` resolving (or, `sync`, returning) whether it was refused. */
 const rolling = (limiter) => (id) => limiter.limit(id)
-const fixedWindow = (limiter) => (id) => limiter.consume(id).then((verdict) => !verdict.allowed)
+const rollingSync = (limiter) => (id) => limiter.limitSync(id)
+const verdict = (limiter) => (id) => limiter.consume(id).then((answer) => !answer.allowed)
+const verdictSync = (limiter) => (id) => !limiter.consumeSync(id).allowed
 const rateLimiterFlexible = (limiter) => (id) => limiter.consume(id).then(() => false, () => true)
+const gcraPeer = (limiter) => (id) => limiter.limit({ key: id }).then((answer) => answer.limited)
+
+/**
+ * `limiter`'s TokenBucket holds one bucket: kept per id in a Map, as an app would, and started
+ * full (as ours is).
+ */
+function tokenBucketPeer() {
+  const buckets = new Map()
+  return (id) => {
+    let bucket = buckets.get(id)
+    if (!bucket) {
+      bucket = new LimiterTokenBucket(PEER_BUCKET)
+      bucket.content = PEER_BUCKET.bucketSize
+      buckets.set(id, bucket)
+    }
+    return Promise.resolve(!bucket.tryRemoveTokens(1))
+  }
+}
 
 function parseArgs(argv) {
   const out = {}
@@ -50,160 +91,350 @@ const median = (values) => {
 }
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]
 
-/** Runs OPS calls of `attempt(id)` with CONCURRENCY in flight; returns ops/s and latency percentiles (µs). */
-async function measure(attempt) {
-  const latencies = new Float64Array(OPS)
-  let issued = 0
+/**
+ * Runs `ops` calls of `attempt(id)` with `concurrency` in flight over `ids` ids; returns ops/s
+ * and latency percentiles (µs) of a sample of the calls. A synchronous `attempt` runs in a loop.
+ */
+async function measure(attempt, { ops, concurrency, ids, sync }) {
+  const names = Array.from({ length: ids }, (_, i) => `user-${i}`)
   const started = process.hrtime.bigint()
+  if (sync) {
+    for (let index = 0; index < ops; index++) attempt(names[(index * 7919) % ids])
+    return { opsPerSecond: ops / (Number(process.hrtime.bigint() - started) / 1e9), p50: NaN, p99: NaN }
+  }
+  const latencies = []
+  let issued = 0
   async function caller() {
-    while (issued < OPS) {
+    while (issued < ops) {
       const index = issued++
-      const id = `user-${(index * 7919) % IDS}`
+      const id = names[(index * 7919) % ids]
+      if (index % LATENCY_SAMPLE !== 0) {
+        await attempt(id)
+        continue
+      }
       const t0 = process.hrtime.bigint()
       await attempt(id)
-      latencies[index] = Number(process.hrtime.bigint() - t0) / 1000
+      latencies.push(Number(process.hrtime.bigint() - t0) / 1000)
     }
   }
-  await Promise.all(Array.from({ length: CONCURRENCY }, caller))
+  await Promise.all(Array.from({ length: concurrency }, caller))
   const seconds = Number(process.hrtime.bigint() - started) / 1e9
-  latencies.sort()
-  return { opsPerSecond: OPS / seconds, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) }
+  latencies.sort((a, b) => a - b)
+  return { opsPerSecond: ops / seconds, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) }
 }
 
-/** Both libraries must answer alike before they are timed. */
-async function checkSameAnswers(name, ours, theirs) {
-  const a = []
-  const b = []
-  for (let i = 0; i < 5; i++) a.push(await ours('same-answers'))
-  for (let i = 0; i < 5; i++) b.push(await theirs('same-answers'))
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    throw new Error(`${name}: the libraries disagree: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`)
+/**
+ * Both libraries must decide alike before they are timed: 250 calls over 2 ids (100 allowed
+ * each, then refusals), one at a time, on fresh limiters.
+ */
+async function checkSameDecisions(scenario) {
+  const decide = async (make, sync) => {
+    const attempt = make()
+    const decisions = []
+    for (let i = 0; i < 250; i++) decisions.push(sync ? attempt(`same-${i % 2}`) : await attempt(`same-${i % 2}`))
+    return decisions.map((refused) => (refused ? 'x' : '.')).join('')
   }
+  if (scenario.reset) await scenario.reset()
+  const ours = await decide(scenario.ours, scenario.sync)
+  if (scenario.reset) await scenario.reset()
+  const theirs = await decide(scenario.theirs, false)
+  if (ours !== theirs) throw new Error(`${scenario.name}: the libraries decide differently:\n${ours}\n${theirs}`)
 }
 
-async function runScenario(scenario) {
-  const { name, ours, theirs, reset } = scenario
-  await checkSameAnswers(name, ours, theirs)
+async function runScenario(scenario, server, config) {
+  const ops = scenario.ops ?? (scenario.redis ? (config.concurrency === 1 ? REDIS_OPS / 10 : REDIS_OPS) : MEMORY_OPS)
   const rounds = []
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? ['theirs', 'ours'] : ['ours', 'theirs']
     const result = {}
     for (const who of order) {
-      if (reset) await reset()
-      result[who] = await measure(who === 'ours' ? ours : theirs)
+      if (scenario.reset) await scenario.reset()
+      const attempt = scenario[who]()
+      const cpuBefore = scenario.redis ? await redisCpuSeconds(server) : 0
+      result[who] = await measure(attempt, { ops, ...config, sync: who === 'ours' && scenario.sync })
+      if (scenario.redis) result[who].redisCpuMicros = ((await redisCpuSeconds(server)) - cpuBefore) * 1e6 / ops
     }
+    result.ratio = result.ours.opsPerSecond / result.theirs.opsPerSecond
     rounds.push(result)
-    process.stderr.write(`${name} round ${round + 1}: ours ${result.ours.opsPerSecond.toFixed(0)} ops/s, ${scenario.peer} ${result.theirs.opsPerSecond.toFixed(0)} ops/s\n`)
   }
-  const summary = (who, field) => median(rounds.map((r) => r[who][field]))
-  return {
-    name,
+  const summary = (who) => {
+    const of = (field) => median(rounds.map((r) => r[who][field]))
+    return { opsPerSecond: of('opsPerSecond'), p50: of('p50'), p99: of('p99'), redisCpuMicros: scenario.redis ? of('redisCpuMicros') : undefined }
+  }
+  const row = {
+    name: scenario.name,
     peer: scenario.peer,
-    ratio: median(rounds.map((r) => r.ours.opsPerSecond / r.theirs.opsPerSecond)),
-    ours: { opsPerSecond: summary('ours', 'opsPerSecond'), p50: summary('ours', 'p50'), p99: summary('ours', 'p99') },
-    theirs: { opsPerSecond: summary('theirs', 'opsPerSecond'), p50: summary('theirs', 'p50'), p99: summary('theirs', 'p99') },
+    ...config,
+    ratio: median(rounds.map((r) => r.ratio)),
+    ratios: rounds.map((r) => r.ratio),
+    ours: summary('ours'),
+    theirs: summary('theirs'),
   }
+  process.stderr.write(`${row.name}, ${config.concurrency} callers over ${config.ids} ids: ${row.ratio.toFixed(2)}x (rounds ${row.ratios.map((r) => r.toFixed(2)).join(', ')})\n`)
+  return row
 }
 
-/** In a child process: fill a limiter with IDS ids x 10 actions and print the RSS growth. */
+/**
+ * A hot-key attack: 10 ids sending all the traffic, all over their limit (spent before each run), on the fixed window on
+ * Redis with `blockCache` against the same limiter without it. Calls pass whole-millisecond
+ * instants, and one answer in 50 given with the cache is replayed afterwards against the store
+ * (a `peek` at the same instant, by a limiter without the cache): any difference fails the run.
+ */
+async function hotKeys(store, server) {
+  const HOT = { limits: [{ duration: 3_600_000, limit: 100 }] }
+  const config = { concurrency: 256, ids: 10 }
+  const sample = []
+  const make = (blockCache) => () => {
+    const limiter = new ratekeeper.FixedWindow({ client: store, namespace: 'hot:', blockCache, ...HOT })
+    let calls = 0
+    return (id) => {
+      const now = Date.now()
+      return limiter.consume(id, { now }).then((answer) => {
+        if (blockCache && !answer.allowed && calls++ % 50 === 0) sample.push({ id, now, answer })
+        return !answer.allowed
+      })
+    }
+  }
+  const scenario = {
+    name: 'hot keys (10 ids, all over the limit), fixed window on Redis, blockCache',
+    peer: 'the same limiter without blockCache',
+    redis: true,
+    // Long enough runs that the cache's first lesson per id (one round trip each) is noise.
+    ops: 5 * REDIS_OPS,
+    // All over their limit from the start: each id's 100 spent before the run.
+    reset: async () => {
+      await server.cli('FLUSHALL')
+      const filler = new ratekeeper.FixedWindow({ client: store, namespace: 'hot:', ...HOT })
+      await Promise.all(Array.from({ length: 100 * config.ids }, (_, i) => filler.consume(`user-${i % config.ids}`)))
+    },
+    ours: make(true),
+    theirs: make(false),
+  }
+  const row = await runScenario(scenario, server, config)
+  // The last round's store is still there: replay the answers of that round.
+  const plain = new ratekeeper.FixedWindow({ client: store, namespace: 'hot:', ...HOT })
+  const replayed = sample.slice(-200)
+  for (const { id, now, answer } of replayed) {
+    const again = await plain.peek(id, { now })
+    if (JSON.stringify(again) !== JSON.stringify(answer)) {
+      throw new Error(`blockCache answered ${JSON.stringify(answer)} for ${id} at ${now}; the store answers ${JSON.stringify(again)}`)
+    }
+  }
+  row.replayed = replayed.length
+  return row
+}
+
+/** redis-server's CPU time so far (user + system), in seconds. */
+async function redisCpuSeconds(server) {
+  const info = await server.cli('INFO', 'cpu')
+  const field = (name) => Number(info.match(new RegExp(`${name}:([\\d.]+)`))[1])
+  return field('used_cpu_user') + field('used_cpu_sys')
+}
+
+/**
+ * In a child process: `which` limiter takes MEMORY_IDS distinct ids once each; prints the RSS
+ * growth per id after GC and, for ratekeeper, again once those ids are stale (the store sweeps).
+ */
 async function memoryChild(which) {
-  const create = {
-    ours: () => new ratekeeper.InMemoryRateLimiter(WINDOW),
-    theirs: () => new upstream.InMemoryRateLimiter(WINDOW),
-  }[which]
-  global.gc()
-  const before = process.memoryUsage().rss
-  const limiter = create()
-  for (let i = 0; i < IDS * 10; i++) await limiter.limit(`user-${i % IDS}`)
-  global.gc()
-  const after = process.memoryUsage().rss
-  process.stdout.write(JSON.stringify({ bytes: after - before }))
-  // rolling-rate-limiter keeps one timer per id: leave without waiting for them.
+  const T0 = Date.now()
+  const rss = () => {
+    global.gc()
+    return process.memoryUsage().rss
+  }
+  const before = rss()
+  if (which === 'theirs') {
+    const limiter = new flexible.RateLimiterMemory(FLEXIBLE)
+    for (let i = 0; i < MEMORY_IDS; i++) await limiter.consume(`user-${i}`)
+    process.stdout.write(JSON.stringify({ bytesPerId: (rss() - before) / MEMORY_IDS }))
+  } else {
+    const limiter = new ratekeeper.FixedWindow(FIXED)
+    for (let i = 0; i < MEMORY_IDS; i++) await limiter.consume(`user-${i}`, { now: T0 })
+    const full = rss()
+    // A minute and a sweep period later, one id is still being called.
+    for (let s = 0; s <= 80; s += 10) await limiter.consume('steady', { now: T0 + s * 1000 })
+    const stale = rss()
+    process.stdout.write(JSON.stringify({ bytesPerId: (full - before) / MEMORY_IDS, staleBytesPerId: (stale - before) / MEMORY_IDS, trackedAfter: limiter.trackedIds }))
+  }
+  // rate-limiter-flexible keeps one timer per id: leave without waiting for them.
   process.exit(0)
 }
 
-function memoryInProcess(which) {
-  const child = spawnSync(process.execPath, ['--expose-gc', __filename, '--memory-child', which, '--ids', String(IDS)], { encoding: 'utf8' })
+function memoryOf(which) {
+  const child = spawnSync(process.execPath, ['--expose-gc', __filename, '--memory-child', which], { encoding: 'utf8', maxBuffer: 1 << 20 })
   if (child.status !== 0) throw new Error(`memory child failed: ${child.stderr}`)
-  return JSON.parse(child.stdout).bytes
+  return JSON.parse(child.stdout)
 }
 
-async function memoryInRedis(server, limiter) {
-  await server.cli('FLUSHALL')
-  const usedBefore = Number((await server.cli('INFO', 'memory')).match(/used_memory:(\d+)/)[1])
-  for (let i = 0; i < IDS * 10; i += CONCURRENCY) {
-    await Promise.all(Array.from({ length: CONCURRENCY }, (_, j) => limiter.limit(`user-${(i + j) % IDS}`)))
+/** The rolling windows' memory for 10,000 ids x 10 actions, in memory (child processes) and on Redis. */
+async function rollingMemory(server, ioredis, store) {
+  const inProcess = (which) => {
+    const child = spawnSync(process.execPath, ['--expose-gc', '-e', `
+      const { InMemoryRateLimiter } = require(${JSON.stringify(which === 'ours' ? '..' : 'rolling-rate-limiter')})
+      ;(async () => {
+        global.gc(); const before = process.memoryUsage().rss
+        const limiter = new InMemoryRateLimiter(${JSON.stringify(WINDOW)})
+        for (let i = 0; i < 100000; i++) await limiter.limit('user-' + (i % 10000))
+        global.gc(); process.stdout.write(String(process.memoryUsage().rss - before)); process.exit(0)
+      })()`], { encoding: 'utf8', cwd: __dirname })
+    if (child.status !== 0) throw new Error(`memory child failed: ${child.stderr}`)
+    return Number(child.stdout)
   }
-  const usedAfter = Number((await server.cli('INFO', 'memory')).match(/used_memory:(\d+)/)[1])
-  return usedAfter - usedBefore
+  const inRedis = async (limiter) => {
+    await server.cli('FLUSHALL')
+    const used = async () => Number((await server.cli('INFO', 'memory')).match(/used_memory:(\d+)/)[1])
+    const before = await used()
+    for (let i = 0; i < 100_000; i += 256) await Promise.all(Array.from({ length: 256 }, (_, j) => limiter.limit(`user-${(i + j) % 10_000}`)))
+    return (await used()) - before
+  }
+  return {
+    memory: { ours: inProcess('ours'), theirs: inProcess('theirs') },
+    redis: {
+      ours: await inRedis(new ratekeeper.RedisRateLimiter({ client: store, namespace: 'mem:', ...WINDOW })),
+      theirs: await inRedis(new upstream.RedisRateLimiter({ client: ioredis, namespace: 'mem:', ...WINDOW })),
+    },
+  }
 }
 
-const format = (n) => Math.round(n).toLocaleString('en-US')
-const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+function scenarios({ ioredis, ioredis4, store, flush }) {
+  const onRedis = { redis: true, reset: flush }
+  return [
+    {
+      name: 'rolling window, Redis',
+      peer: 'rolling-rate-limiter (ioredis, auto-pipelining)',
+      ours: () => rolling(new ratekeeper.RedisRateLimiter({ client: store, namespace: 'bench:', ...WINDOW })),
+      theirs: () => rolling(new upstream.RedisRateLimiter({ client: ioredis, namespace: 'bench:', ...WINDOW })),
+      ...onRedis,
+    },
+    {
+      name: 'rolling window, in memory',
+      peer: 'rolling-rate-limiter (InMemoryRateLimiter)',
+      ours: () => rolling(new ratekeeper.InMemoryRateLimiter(WINDOW)),
+      theirs: () => rolling(new upstream.InMemoryRateLimiter(WINDOW)),
+    },
+    {
+      name: 'rolling window, in memory, limitSync',
+      peer: 'rolling-rate-limiter (InMemoryRateLimiter, Promise)',
+      ours: () => rollingSync(new ratekeeper.InMemoryRateLimiter(WINDOW)),
+      theirs: () => rolling(new upstream.InMemoryRateLimiter(WINDOW)),
+      sync: true,
+    },
+    {
+      name: 'fixed window, Redis',
+      peer: 'rate-limiter-flexible (RateLimiterRedis, ioredis, auto-pipelining)',
+      ours: () => verdict(new ratekeeper.FixedWindow({ client: store, namespace: 'bench-fixed:', ...FIXED })),
+      theirs: () => rateLimiterFlexible(new flexible.RateLimiterRedis({ storeClient: ioredis, keyPrefix: 'bench-flexible', ...FLEXIBLE })),
+      ...onRedis,
+    },
+    {
+      name: 'fixed window, in memory',
+      peer: 'rate-limiter-flexible (RateLimiterMemory)',
+      ours: () => verdict(new ratekeeper.FixedWindow(FIXED)),
+      theirs: () => rateLimiterFlexible(new flexible.RateLimiterMemory(FLEXIBLE)),
+    },
+    {
+      name: 'fixed window, in memory, consumeSync',
+      peer: 'rate-limiter-flexible (RateLimiterMemory, Promise)',
+      ours: () => verdictSync(new ratekeeper.FixedWindow(FIXED)),
+      theirs: () => rateLimiterFlexible(new flexible.RateLimiterMemory(FLEXIBLE)),
+      sync: true,
+    },
+    // No peer has a token bucket on Redis (rate-limiter-flexible has none, @upstash/ratelimit's
+    // is Upstash-only): redis-gcra's GCRA answers the same as a continuous token bucket.
+    {
+      name: 'token bucket, Redis',
+      peer: 'redis-gcra (GCRA, ioredis 4, auto-pipelining)',
+      ours: () => verdict(new ratekeeper.TokenBucket({ client: store, namespace: 'bench-token:', ...BUCKET })),
+      theirs: () => gcraPeer(redisGcra({ redis: ioredis4, keyPrefix: 'bench-gcra-peer', ...PEER_GCRA })),
+      ...onRedis,
+    },
+    {
+      name: 'token bucket, in memory',
+      peer: 'limiter (TokenBucket, one per id in a Map)',
+      ours: () => verdict(new ratekeeper.TokenBucket(BUCKET)),
+      theirs: tokenBucketPeer,
+    },
+    {
+      name: 'GCRA, Redis',
+      peer: 'redis-gcra (ioredis 4, auto-pipelining)',
+      ours: () => verdict(new ratekeeper.Gcra({ client: store, namespace: 'bench-gcra:', ...GCRA })),
+      theirs: () => gcraPeer(redisGcra({ redis: ioredis4, keyPrefix: 'bench-gcra-peer', ...PEER_GCRA })),
+      ...onRedis,
+    },
+    {
+      name: 'GCRA, in memory',
+      peer: 'limiter (TokenBucket, one per id in a Map)',
+      ours: () => verdict(new ratekeeper.Gcra(GCRA)),
+      theirs: tokenBucketPeer,
+    },
+  ]
+}
+
+const format = (n) => (Number.isNaN(n) ? '-' : Math.round(n).toLocaleString('en-US'))
+
+function printTable(rows) {
+  console.log('| scenario | callers x ids | ratekeeper ops/s | peer ops/s | ratio | ratekeeper p50 / p99 | peer p50 / p99 | Redis CPU per decision (ours / peer) |')
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|')
+  for (const r of rows) {
+    const cpu = r.ours.redisCpuMicros === undefined ? '' : `${r.ours.redisCpuMicros.toFixed(1)} / ${r.theirs.redisCpuMicros.toFixed(1)} µs`
+    console.log(
+      `| ${r.name} | ${r.concurrency} x ${format(r.ids)} | ${format(r.ours.opsPerSecond)} | ${format(r.theirs.opsPerSecond)} | **${r.ratio.toFixed(1)}x** | ${format(r.ours.p50)} / ${format(r.ours.p99)} µs | ${format(r.theirs.p50)} / ${format(r.theirs.p99)} µs | ${cpu} |`,
+    )
+  }
+}
 
 async function main() {
   if (args['memory-child']) return memoryChild(args['memory-child'])
   const server = await startRedis()
   const ioredis = new IORedis(server.port, '127.0.0.1', { enableAutoPipelining: true })
+  // redis-gcra needs ioredis 4 (its own dependency).
+  const IORedis4 = require(require.resolve('ioredis', { paths: [path.dirname(require.resolve('redis-gcra'))] }))
+  const ioredis4 = new IORedis4(server.port, '127.0.0.1', { enableAutoPipelining: true })
   const store = await ratekeeper.RedisStore.connect(server.url)
   const flush = () => server.cli('FLUSHALL')
-  const oursRollingOnRedis = new ratekeeper.RedisRateLimiter({ client: store, namespace: 'bench:', ...WINDOW })
-  const theirsRollingOnRedis = new upstream.RedisRateLimiter({ client: ioredis, namespace: 'bench:', ...WINDOW })
-  const scenarios = [
-    {
-      name: 'rolling window, Redis',
-      peer: 'rolling-rate-limiter (ioredis, auto-pipelining)',
-      ours: rolling(oursRollingOnRedis),
-      theirs: rolling(theirsRollingOnRedis),
-      reset: flush,
-      memory: { ours: oursRollingOnRedis, theirs: theirsRollingOnRedis, peer: 'rolling-rate-limiter' },
-    },
-    {
-      name: 'rolling window, in memory',
-      peer: 'rolling-rate-limiter (InMemoryRateLimiter)',
-      ours: rolling(new ratekeeper.InMemoryRateLimiter(WINDOW)),
-      theirs: rolling(new upstream.InMemoryRateLimiter(WINDOW)),
-    },
-    {
-      name: 'fixed window, Redis',
-      peer: 'rate-limiter-flexible (RateLimiterRedis, ioredis, auto-pipelining)',
-      ours: fixedWindow(new ratekeeper.FixedWindow({ client: store, namespace: 'bench-fixed:', ...FIXED })),
-      theirs: rateLimiterFlexible(new flexible.RateLimiterRedis({ storeClient: ioredis, keyPrefix: 'bench-flexible', ...FLEXIBLE })),
-      reset: flush,
-    },
-    {
-      name: 'fixed window, in memory',
-      peer: 'rate-limiter-flexible (RateLimiterMemory)',
-      ours: fixedWindow(new ratekeeper.FixedWindow(FIXED)),
-      theirs: rateLimiterFlexible(new flexible.RateLimiterMemory(FLEXIBLE)),
-    },
-  ].filter((s) => !args.only || s.name.includes(args.only))
+  const redisVersion = (await server.cli('INFO', 'server')).match(/redis_version:(\S+)/)[1]
+  const chosen = scenarios({ ioredis, ioredis4, store, flush }).filter((s) => !args.only || s.name.includes(args.only))
 
-  console.log(`ratekeeper benchmark: ${ROUNDS} rounds of ${format(OPS)} calls, ${CONCURRENCY} concurrent callers over ${format(IDS)} ids, Node ${process.version}, redis-server ${(await server.cli('INFO', 'server')).match(/redis_version:(\S+)/)[1]}\n`)
-  const results = []
-  for (const scenario of scenarios) results.push(await runScenario(scenario))
+  console.log(`ratekeeper benchmark: ${ROUNDS} rounds, Node ${process.version}, redis-server ${redisVersion}\n`)
+  const rows = []
+  for (const scenario of chosen) {
+    await checkSameDecisions(scenario)
+    for (const ids of ID_COUNTS) {
+      for (const concurrency of CONCURRENCIES) {
+        // A synchronous call has no concurrency: it runs once, against each of the peer's.
+        rows.push(await runScenario(scenario, server, { concurrency, ids }))
+      }
+    }
+  }
+  if (!args.only || 'hot keys'.includes(args.only)) {
+    const row = await hotKeys(store, server)
+    rows.push(row)
+    process.stderr.write(`hot keys: ${row.replayed} answers given by blockCache replayed against the store, all the same\n`)
+  }
+  printTable(rows)
 
-  console.log('| scenario | peer | ratekeeper ops/s | peer ops/s | ratio (median of rounds) | ratekeeper p50 / p99 | peer p50 / p99 |')
-  console.log('|---|---|---:|---:|---:|---:|---:|')
-  for (const r of results) {
-    console.log(
-      `| ${r.name} | ${r.peer} | ${format(r.ours.opsPerSecond)} | ${format(r.theirs.opsPerSecond)} | **${r.ratio.toFixed(1)}x** | ${format(r.ours.p50)} / ${format(r.ours.p99)} µs | ${format(r.theirs.p50)} / ${format(r.theirs.p99)} µs |`,
-    )
+  const wantsMemory = !args.only || 'in memory'.includes(args.only) || args.only === 'memory'
+  let memory
+  if (wantsMemory) {
+    memory = { ids: MEMORY_IDS, ours: memoryOf('ours'), theirs: memoryOf('theirs'), rolling: await rollingMemory(server, ioredis, store) }
+    console.log(`\nMemory for ${format(MEMORY_IDS)} distinct ids hit once (fixed window, in memory, RSS after GC): ratekeeper ${memory.ours.bytesPerId.toFixed(0)} bytes per id (${memory.ours.staleBytesPerId.toFixed(0)} once they are stale), RateLimiterMemory ${memory.theirs.bytesPerId.toFixed(0)}`)
   }
 
-  console.log(`\nMemory for ${format(IDS)} ids x 10 actions (maxInInterval ${WINDOW.maxInInterval}):\n`)
-  console.log('| store | ratekeeper | rolling-rate-limiter |')
-  console.log('|---|---:|---:|')
-  if (!args.only || 'in memory'.includes(args.only)) {
-    console.log(`| in memory (process RSS growth) | ${mib(memoryInProcess('ours'))} | ${mib(memoryInProcess('theirs'))} |`)
+  let http
+  if (!args.only || 'http'.includes(args.only)) {
+    http = await httpBenchmark({ rounds: args['http-rounds'] ?? 3, seconds: args['http-seconds'] ?? 5 })
+    console.log(`\n${http.join('\n')}`)
   }
-  const redisScenario = scenarios.find((s) => s.memory)
-  if (redisScenario) {
-    const { ours, theirs } = redisScenario.memory
-    console.log(`| Redis (used_memory growth) | ${mib(await memoryInRedis(server, ours))} | ${mib(await memoryInRedis(server, theirs))} |`)
+
+  if (!args.only) {
+    const machine = `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'unknown CPU'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}`
+    writeResults({ rows, memory, http, rounds: ROUNDS, machine, node: process.version, redis: redisVersion })
+    // Kept (untracked) to rewrite the results without measuring again.
+    fs.writeFileSync(path.join(__dirname, 'results.json'), JSON.stringify({ rows, memory, http, rounds: ROUNDS, machine, node: process.version, redis: redisVersion }))
+    console.log('\nWrote benchmark/RESULTS.md and benchmark/results.svg')
   }
 
   ioredis.disconnect()
+  ioredis4.disconnect()
   await store.close()
   await server.stop()
   // rolling-rate-limiter's in-memory limiter keeps a timer per id.

@@ -10,7 +10,7 @@
  */
 
 const binding = require('../binding.js')
-const { rangeError } = require('./errors.js')
+const { rangeError, typeError } = require('./errors.js')
 
 const VALUES = 5
 const RECORD = VALUES + 1
@@ -48,6 +48,78 @@ function run(engine, mode, id, options, decode) {
   }
   if (answered) return Promise.resolve(decode(out, 0))
   return new Promise((resolve, reject) => pending.set(ticket, { resolve, reject, decode }))
+}
+
+// The fast path's options (see `fastOptions`): NaN when not given.
+let fastWeight = NaN
+let fastNow = NaN
+
+/**
+ * Reads a call's options for the in-memory fast path (src/binding/fast.rs) into `fastWeight` and
+ * `fastNow`: true when they are absent or hold only `now` and `weight` as numbers (the native
+ * side checks their ranges), false when the general path must read (and check) them.
+ */
+function fastOptions(options) {
+  fastWeight = NaN
+  fastNow = NaN
+  if (options === undefined) return true
+  if (typeof options !== 'object' || options === null) return false
+  try {
+    // (Inside the try: Array.isArray throws on a revoked Proxy.)
+    if (Array.isArray(options)) return false
+    for (const name in options) {
+      const value = options[name]
+      if (value === undefined) continue
+      if (typeof value !== 'number' || value !== value) return false
+      if (name === 'now') fastNow = value
+      else if (name === 'weight') fastWeight = value
+      else return false
+    }
+  } catch {
+    // A getter threw: the general path reads the options again and reports it.
+    return false
+  }
+  return true
+}
+
+/**
+ * The function a limiter calls `engine` through: `(mode, id, options, decode) => Promise`, as
+ * `run`. An in-memory engine answers a call with one string id on its fast path (one bare native
+ * call, no object crossing), and any other call as `run` does.
+ */
+function caller(engine) {
+  const fast = typeof engine.fastPath === 'function' ? engine.fastPath(out) : null
+  if (fast === null) return (mode, id, options, decode) => run(engine, mode, id, options, decode)
+  return (mode, id, options, decode) => {
+    if (typeof id === 'string' && fastOptions(options)) {
+      try {
+        if (fast(mode, id, fastWeight, fastNow)) return Promise.resolve(decode(out, 0))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
+    return run(engine, mode, id, options, decode)
+  }
+}
+
+/**
+ * The synchronous twin of `caller`: `(mode, id, options, decode)` returns the answer, and bad
+ * arguments throw. On Redis (`onRedis`) every call throws `ERR_SYNC_ON_REDIS`, naming `limiterName`.
+ */
+function syncCaller(engine, onRedis, limiterName) {
+  if (onRedis) {
+    return () => {
+      throw typeError('ERR_SYNC_ON_REDIS', `${limiterName}'s synchronous methods answer from memory only, and this limiter is on Redis (\`client\`): use the Promise methods`)
+    }
+  }
+  const fast = typeof engine.fastPath === 'function' ? engine.fastPath(out) : null
+  return (mode, id, options, decode) => {
+    if (fast !== null && typeof id === 'string' && fastOptions(options) && fast(mode, id, fastWeight, fastNow)) {
+      return decode(out, 0)
+    }
+    engine.run(mode, id, options, 0, out)
+    return decode(out, 0)
+  }
 }
 
 /**
@@ -89,10 +161,13 @@ function storeErrorPolicy(options, onRedis) {
  * written, it allows every call; `null` for a mode that answers nothing). Then, for
  * RETRY_REDIS_AFTER_MS, calls go straight to the fallback; the next call after that tries Redis
  * again, and so on until Redis answers. Answer objects from the fallback carry
- * `reason: 'store-unavailable'` and `store: 'memory'` or `'none'`.
+ * `reason: 'store-unavailable'` and `store: 'memory'` or `'none'`. `wrap(call)` wraps the calls
+ * that go to `engine` (the block cache: it learns from the store's answers only).
  */
-function runner(engine, policy, memory, quietModes) {
-  if (policy === 'reject') return (mode, id, options, decode) => run(engine, mode, id, options, decode)
+function runner(engine, policy, memory, quietModes, wrap = (call) => call) {
+  // `wrap` (the block cache) sees the store's answers only, never the fallback's.
+  const primary = wrap(caller(engine))
+  if (policy === 'reject') return primary
   const store = policy === 'memory' ? 'memory' : 'none'
   const fallback = (mode, id, options, decode) => {
     const fallbackMode = policy === 'memory' ? mode : quietModes[mode]
@@ -104,7 +179,7 @@ function runner(engine, policy, memory, quietModes) {
   let redisAfter = 0
   return (mode, id, options, decode) => {
     if (redisAfter !== 0 && Date.now() < redisAfter) return fallback(mode, id, options, decode)
-    return run(engine, mode, id, options, decode).then(
+    return primary(mode, id, options, decode).then(
       (answer) => {
         redisAfter = 0
         return answer
@@ -124,4 +199,4 @@ function inMemory(options) {
   return rest
 }
 
-module.exports = { run, check, runner, storeErrorPolicy, inMemory }
+module.exports = { run, check, runner, syncCaller, storeErrorPolicy, inMemory }

@@ -55,8 +55,27 @@ function finish(limiter, promise, callback) {
       },
     )
   }
-  for (const method of ['add', 'count', 'addCount']) result[method] = (...args) => limiter[method](...args)
+  // A chained call (`ratelimit.add(ip).count(ip, 60)`) starts once this one has settled, as on
+  // redback's one connection: on Redis each kind of call has its own batch, which may leave first.
+  const settled = promise.then(
+    () => undefined,
+    () => undefined,
+  )
+  for (const method of ['add', 'count', 'addCount']) {
+    result[method] = (...args) => finish(limiter, settled.then(() => limiter[method](...args)))
+  }
   return result
+}
+
+/**
+ * The call options of `count` and `addCount` with their `interval` argument: an `interval` key
+ * in the options is a mistake (it would be overwritten), refused as an unknown option.
+ */
+function withInterval(options, interval) {
+  if (options !== null && typeof options === 'object' && Object.hasOwn(options, 'interval')) {
+    throw typeError('ERR_UNKNOWN_OPTION', 'unknown option `interval` in call options: the interval is the second argument, count(subject, interval)')
+  }
+  return { ...options, interval }
 }
 
 /** `call()`'s promise, or a rejected one when it throws (a caller's getter, a bad argument). */
@@ -100,13 +119,13 @@ class RateLimit {
   /** How many actions `subject` did in the last `interval` seconds. */
   count(subject, interval, ...rest) {
     const { callback, options } = trailing(rest)
-    return finish(this, attempt(() => this.run(COUNT, subject, { ...options, interval }, decodeCount)), callback)
+    return finish(this, attempt(() => this.run(COUNT, subject, withInterval(options, interval), decodeCount)), callback)
   }
 
   /** `add` then `count`, in one atomic step. */
   addCount(subject, interval, ...rest) {
     const { callback, options } = trailing(rest)
-    return finish(this, attempt(() => this.run(ADD_COUNT, subject, { ...options, interval }, decodeCount)), callback)
+    return finish(this, attempt(() => this.run(ADD_COUNT, subject, withInterval(options, interval), decodeCount)), callback)
   }
 }
 

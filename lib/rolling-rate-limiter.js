@@ -7,10 +7,12 @@
  */
 
 const { RollingWindow } = require('../binding.js')
-const { runner, storeErrorPolicy, inMemory } = require('./engine.js')
+const { runner, syncCaller, storeErrorPolicy, inMemory } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject } = require('./errors.js')
 const { decodeVerdict, decodeNothing } = require('./verdict.js')
+const { wait } = require('./wait.js')
+const { blockCacheOption, withBlockCache } = require('./block-cache.js')
 
 const CONTEXT = 'rate limiter options'
 
@@ -20,6 +22,7 @@ const PEEK = 1
 const CLEAR = 2
 const CONSUME = 3
 const CHECK = 4
+const REWARD = 5
 /** Added to LIMIT: a missing id is the limiter's one global limit (the callback API only). */
 const GLOBAL_WHEN_NO_ID = 16
 
@@ -44,16 +47,35 @@ const QUIET_MODES = {
   [CLEAR]: PEEK,
   [CONSUME]: CHECK,
   [CHECK]: CHECK,
+  [REWARD]: CHECK,
   [LIMIT + GLOBAL_WHEN_NO_ID]: PEEK + GLOBAL_WHEN_NO_ID,
+}
+
+/**
+ * What `blockCache` answers (lib/block-cache.js): `limit`'s refusals by count alone (flags 1 | 2)
+ * with no action left, and the sliding log's refusals with nothing left; each lasts unchanged
+ * until its wait is over.
+ */
+const BLOCK_CACHE_MODES = {
+  [LIMIT]: { family: 'info', learn: (values, i) => values[i] === 3 && values[i + 2] === 0 },
+  [PEEK]: { family: 'info', learn: (values, i) => values[i] === 3 && values[i + 2] === 0 },
+  [CONSUME]: { family: 'verdict', learn: (values, i) => values[i] === 0 && values[i + 2] === 0 },
+  [CHECK]: { family: 'verdict', learn: (values, i) => values[i] === 0 && values[i + 2] === 0 },
 }
 
 /** Builds the native window of `limiter` on `store` (null: in memory). */
 function initialize(limiter, options, store) {
   const policy = storeErrorPolicy(options, store !== null)
-  const { onStoreError, ...windowOptions } = options
+  const { onStoreError, blockCache, ...windowOptions } = options
+  const cache = blockCacheOption(blockCache, store !== null, limiter.constructor.name)
+  if (cache !== null && options.recordBlocked !== false) {
+    throw typeError('ERR_INVALID_OPTION', '`blockCache` needs `recordBlocked: false`: with blocked attempts recorded in Redis, each one extends the block, which an answer given in process cannot do')
+  }
   limiter.window = new RollingWindow(windowOptions, store)
   const memory = policy === 'reject' ? null : new RollingWindow(inMemory(windowOptions), null)
-  limiter.run = runner(limiter.window, policy, memory, QUIET_MODES)
+  const cached = cache === null ? undefined : (call) => withBlockCache(call, cache, BLOCK_CACHE_MODES, [CLEAR, REWARD])
+  limiter.run = runner(limiter.window, policy, memory, QUIET_MODES, cached)
+  limiter.runSync = syncCaller(limiter.window, store !== null, limiter.constructor.name)
   // rolling-rate-limiter 0.4 exposes these, in microseconds.
   limiter.interval = options.interval * 1000
   limiter.maxInInterval = options.maxInInterval
@@ -80,39 +102,42 @@ function RateLimiter(options) {
   initializeWithClient(this, options, false)
 }
 
-RateLimiter.prototype.limitWithInfo = function limitWithInfo(id, options) {
-  return this.run(LIMIT, id, options, decodeInfo)
+/**
+ * The methods over the native window, by name: its mode, how its answer is decoded, and whether
+ * it takes call options. `consume`, `peek` and `reward` are the counting limiters' shape on the
+ * rolling window as a sliding log: only allowed actions are logged (`weight` of them, with
+ * `meta`), whatever `recordBlocked` says. Each method has a synchronous twin named with `Sync`
+ * (in memory only) that returns the answer, or throws, instead of a Promise.
+ */
+const METHODS = {
+  limitWithInfo: [LIMIT, decodeInfo, true],
+  wouldLimitWithInfo: [PEEK, decodeInfo, true],
+  limit: [LIMIT, decodeBlocked, true],
+  wouldLimit: [PEEK, decodeBlocked, true],
+  clear: [CLEAR, decodeNothing, false],
+  consume: [CONSUME, decodeVerdict, true],
+  peek: [CHECK, decodeVerdict, true],
+  reward: [REWARD, decodeVerdict, true],
+  reset: [CLEAR, decodeNothing, false],
 }
 
-RateLimiter.prototype.wouldLimitWithInfo = function wouldLimitWithInfo(id, options) {
-  return this.run(PEEK, id, options, decodeInfo)
+for (const [name, [mode, decode, takesOptions]] of Object.entries(METHODS)) {
+  const syncName = `${name}Sync`
+  // Named functions, as written out (stack traces name them).
+  const methods = {
+    [name](id, options) {
+      return this.run(mode, id, takesOptions ? options : undefined, decode)
+    },
+    [syncName](id, options) {
+      return this.runSync(mode, id, takesOptions ? options : undefined, decode)
+    },
+  }
+  RateLimiter.prototype[name] = methods[name]
+  RateLimiter.prototype[syncName] = methods[syncName]
 }
 
-RateLimiter.prototype.limit = function limit(id, options) {
-  return this.run(LIMIT, id, options, decodeBlocked)
-}
-
-RateLimiter.prototype.wouldLimit = function wouldLimit(id, options) {
-  return this.run(PEEK, id, options, decodeBlocked)
-}
-
-RateLimiter.prototype.clear = function clear(id) {
-  return this.run(CLEAR, id, undefined, decodeNothing)
-}
-
-// The counting limiters' shape, on the rolling window as a sliding log: only allowed actions
-// are logged (`weight` of them, with `meta`), whatever `recordBlocked` says.
-
-RateLimiter.prototype.consume = function consume(id, options) {
-  return this.run(CONSUME, id, options, decodeVerdict)
-}
-
-RateLimiter.prototype.peek = function peek(id, options) {
-  return this.run(CHECK, id, options, decodeVerdict)
-}
-
-RateLimiter.prototype.reset = function reset(id) {
-  return this.run(CLEAR, id, undefined, decodeNothing)
+RateLimiter.prototype.wait = function waitFor(id, options) {
+  return wait(this, id, options)
 }
 
 RateLimiter.prototype.entries = function entries(id, options) {

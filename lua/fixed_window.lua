@@ -10,14 +10,17 @@
 --
 -- ARGV[1]             L, the number of limits
 -- ARGV[2j], ARGV[2j+1] limit j's duration (microseconds) and limit (j = 1..L)
--- ARGV[2L+2]          "consume" to count an allowed call, "peek" to only look
+-- ARGV[2L+2]          "consume" to count an allowed call, "peek" to only look, "reward" to give
+--                     the weight back to the counters of the current windows (never below 0;
+--                     an identifier without a hash gets none)
 -- ARGV[2L+3]          the TTL of a hash, in milliseconds (the longest duration, plus a second),
 --                     set when the longest limit's window changes
 -- then per call:      its number of identifiers N, its now (microseconds; "" for the server's
 --                     clock) and its weight
 -- KEYS                per call, the hashes of its N identifiers
 --
--- Reply: per call, { now, counts... } with the N * L counts before this call (identifier-major),
+-- Reply: per call, { now, counts... } with the N * L counts before this call (after it for
+-- "reward"; identifier-major),
 -- or the error message (a string) of a call that failed alone. src/fixed_window.rs judges from
 -- the counts the same way this script decided.
 
@@ -29,7 +32,8 @@ for j = 1, limit_count do
   fields[2 * j - 1] = ARGV[2 * j]
   fields[2 * j] = ARGV[2 * j] .. ':w'
 end
-local consume = ARGV[2 * limit_count + 2] == 'consume'
+local mode = ARGV[2 * limit_count + 2]
+local consume = mode == 'consume'
 local ttl = tonumber(ARGV[2 * limit_count + 3])
 local longest = 1
 for j = 2, limit_count do
@@ -81,7 +85,20 @@ local function judge(first_key, id_count, now, weight)
   for i = 0, id_count - 1 do
     check_fields(KEYS[first_key + i], found[i], counter_field)
   end
-  if consume and allowed then
+  if mode == 'reward' then
+    for i = 0, id_count - 1 do
+      if found[i] > 0 then
+        local values = {}
+        for j = 1, limit_count do
+          local at = 1 + i * limit_count + j
+          answer[at] = math.max(0, answer[at] - weight)
+          values[#values + 1] = fields[2 * j - 1]
+          values[#values + 1] = answer[at]
+        end
+        redis.call('HSET', KEYS[first_key + i], unpack(values))
+      end
+    end
+  elseif consume and allowed then
     for i = 0, id_count - 1 do
       local key, values = KEYS[first_key + i], {}
       for j = 1, limit_count do

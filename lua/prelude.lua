@@ -70,3 +70,18 @@ local function check_fields(key, read, valid)
     end
   end
 end
+
+-- A hash of two whole-number fields always written together (a bucket's level and the instant
+-- it is as of): both, or neither (nil, nil) when the key holds nothing; one without the other,
+-- or any other field, is data this limiter did not write, and the call fails.
+local function whole_pair(key, first, second)
+  local stored = redis.call('HMGET', key, first, second)
+  local a, b = whole(key, first, stored[1]), whole(key, second, stored[2])
+  check_fields(key, (a and 1 or 0) + (b and 1 or 0), function(name)
+    return name == first or name == second
+  end)
+  if (a == nil) ~= (b == nil) then
+    corrupt(key, 'holds only one of the fields ' .. first .. ' and ' .. second)
+  end
+  return a, b
+end

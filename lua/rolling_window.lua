@@ -16,10 +16,13 @@
 -- ARGV[2]        maxInInterval
 -- ARGV[3]        minDifference, in microseconds
 -- ARGV[4]        the mode: "limit" attempts actions (recorded), "peek" only looks; the sliding
---                log's "consume" logs allowed actions, "check" only looks; "entries" reads the log
+--                log's "consume" logs allowed actions, "check" only looks, "reward" forgets the
+--                newest `weight` actions and then looks as "check" of weight 1; "entries" reads
+--                the log
 -- ARGV[5]        "1" to record blocked attempts too, "0" to record allowed ones only ("limit")
 -- then per call  its now, in microseconds since the epoch ("" for the server's clock), and its
---                member (unique); for "consume" and "check" also its weight and metadata
+--                member (unique); for "consume", "check" and "reward" also its weight and
+--                metadata
 --
 -- Reply, per call (or, when that call alone failed, e.g. WRONGTYPE, its error message as a
 -- string):
@@ -29,8 +32,8 @@
 --   max(0, count - maxInInterval) (read only when the window is full); when refusals are not
 --   recorded, also { now, log_newest, log_anchor }: the call's now and the log's facts without
 --   it (LogFacts: its newest action and the one whose leaving makes room, 0 when absent);
--- - "consume", "check": { now, in_window, newest, anchor } (LogFacts; 0 for an absent newest or
---   anchor), before this call;
+-- - "consume", "check", "reward": { now, in_window, newest, anchor } (LogFacts; 0 for an absent
+--   newest or anchor), before this call (after the refund for "reward");
 -- - "entries": { score, member, score, member, ... } of the actions in the window.
 
 local interval = tonumber(ARGV[1])
@@ -173,9 +176,11 @@ local function log_at(key, now, member, weight, meta, write)
     end
     redis.call('EXPIRE', key, math.ceil(interval / 1000000) + 1)
   end
-  -- After the additions (see limit_at); a refused call forgets what left the window too.
+  -- After the additions (see limit_at); a refused call forgets what left the window too, but
+  -- only a second past it (LATE_CALL_MARGIN in src/rolling_window.rs): a call from a host whose
+  -- clock is behind must still count what its own window holds.
   if write then
-    prune(key, oldest, window_start)
+    prune(key, oldest, window_start - 1000000)
   end
   return { now, in_window, newest, anchor }
 end
@@ -190,7 +195,14 @@ local function entries_at(key, now)
     math.max(0, in_window - max_in_interval), max_in_interval)
 end
 
-local logging = mode == 'consume' or mode == 'check'
+-- Forgets the newest `weight` actions (a key that does not exist stays so), then looks.
+local function reward_at(key, now, weight)
+  checked_oldest(key)
+  redis.call('ZREMRANGEBYRANK', key, -weight, -1)
+  return log_at(key, now, '', 1, '', false)
+end
+
+local logging = mode == 'consume' or mode == 'check' or mode == 'reward'
 local stride = logging and 4 or 2
 local answers = {}
 for i, key in ipairs(KEYS) do
@@ -201,6 +213,8 @@ for i, key in ipairs(KEYS) do
     ok, answer = pcall(peek_at, key, now)
   elseif mode == 'limit' then
     ok, answer = pcall(limit_at, key, now, ARGV[arg + 1])
+  elseif mode == 'reward' then
+    ok, answer = pcall(reward_at, key, now, tonumber(ARGV[arg + 2]))
   elseif logging then
     ok, answer = pcall(log_at, key, now, ARGV[arg + 1], tonumber(ARGV[arg + 2]), ARGV[arg + 3], mode == 'consume')
   else

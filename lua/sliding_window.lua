@@ -11,14 +11,17 @@
 -- ARGV[1]                  L, the number of limits
 -- ARGV[4j-2 .. 4j+1]       limit j's duration and precision (microseconds), buckets per window
 --                          and limit (j = 1..L)
--- ARGV[4L+2]               "consume" to count an allowed call, "peek" to only look
+-- ARGV[4L+2]               "consume" to count an allowed call, "peek" to only look, "reward" to
+--                          give the weight back to every limit, newest live bucket first (never
+--                          below 0; an identifier without a hash gets none)
 -- ARGV[4L+3]               the TTL of a hash, in milliseconds (the longest duration, plus a second)
 -- then per call:           its number of identifiers N, its now (microseconds; "" for the
 --                          server's clock) and its weight
 -- KEYS                     per call, the hashes of its N identifiers
 --
 -- Reply: per call, { now, counts... }: for each identifier and limit (identifier-major), the
--- counts of the limit's live buckets, oldest first, before this call; or the error message (a
+-- counts of the limit's live buckets, oldest first, before this call (after it for "reward"); or
+-- the error message (a
 -- string) of a call that failed alone. src/sliding_window.rs judges from them as this script
 -- decided.
 
@@ -30,7 +33,8 @@ for j = 1, limit_count do
   buckets[j] = tonumber(ARGV[4 * j])
   limits[j] = tonumber(ARGV[4 * j + 1])
 end
-local consume = ARGV[4 * limit_count + 2] == 'consume'
+local mode = ARGV[4 * limit_count + 2]
+local consume = mode == 'consume'
 local ttl = tonumber(ARGV[4 * limit_count + 3])
 
 
@@ -41,7 +45,7 @@ local function bucket_field(name)
 end
 
 local function judge(first_key, id_count, now, weight)
-  local answer, allowed, writes, dead = { now }, true, {}, {}
+  local answer, allowed, writes, dead, refunds = { now }, true, {}, {}, {}
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
     local found = 0
@@ -78,9 +82,25 @@ local function judge(first_key, id_count, now, weight)
       if total + weight > limits[j] then
         allowed = false
       end
+      if mode == 'reward' then
+        -- The newest live buckets first; answer[#answer] is the current bucket's count.
+        local left, at = weight, #answer
+        for k = #fields, 2, -1 do
+          local taken = math.min(left, answer[at])
+          if taken > 0 then
+            answer[at] = answer[at] - taken
+            left = left - taken
+            refunds[#refunds + 1] = { key, fields[k], answer[at] }
+          end
+          at = at - 1
+        end
+      end
       writes[#writes + 1] = { key, prefix .. 'o', first_live, prefix .. bucket, answer[#answer] + weight }
     end
     check_fields(key, found, bucket_field)
+  end
+  for _, r in ipairs(refunds) do
+    redis.call('HSET', r[1], r[2], r[3])
   end
   if consume and allowed then
     -- Written first: at maxmemory, Redis refuses a script's writes only until its first one.

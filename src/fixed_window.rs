@@ -10,6 +10,8 @@
 //! `lua/fixed_window.lua` keeps the same counters in Redis, and both judge through
 //! [`FixedWindow::judge`].
 
+use smallvec::SmallVec;
+
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::time::{duration_option, Micros};
 use crate::verdict::{check_limit_count, Tally, Verdict, NEVER};
@@ -64,8 +66,10 @@ impl FixedWindow {
     }
 
     /// The verdict on adding `weight` at `now`, for identifiers whose counts in each limit's
-    /// current window are `counts` (identifier-major: `counts[i * limits + j]`).
-    pub fn judge(&self, counts: &[u64], weight: u64, now: Micros) -> Verdict {
+    /// current window are `counts` (identifier-major: `counts[i * limits + j]`). With `charge`
+    /// an allowed weight counts in `remaining` and `reset_after` (a consume); without, they are
+    /// those of now (a peek).
+    pub fn judge(&self, counts: &[u64], weight: u64, now: Micros, charge: bool) -> Verdict {
         let per_id = self.limits.len();
         let mut allowed = true;
         let mut time_left: Micros = 0;
@@ -80,7 +84,7 @@ impl FixedWindow {
                 time_left = time_left.max(self.until_window_end(j, now));
             }
         }
-        let added = if allowed { weight } else { 0 };
+        let added = if allowed && charge { weight } else { 0 };
         let mut tally = Tally::default();
         for (k, &count) in counts.iter().enumerate() {
             let j = k % per_id;
@@ -109,10 +113,11 @@ pub fn count_option(name: &str, value: f64, min: f64) -> Outcome<u64> {
     Ok(value as u64)
 }
 
-/// One identifier's counters, one per limit: the window each counts in, and its count.
+/// One identifier's counters, one per limit: the window each counts in, and its count. One
+/// limit's counter is kept inline (24 bytes, no allocation).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Counters {
-    windows: Vec<(i64, u64)>,
+    windows: SmallVec<[(i64, u64); 1]>,
 }
 
 impl Counters {
@@ -142,12 +147,29 @@ impl Counters {
         }
     }
 
+    /// Gives `weight` back to every limit's counter of the current window (or the newer one it
+    /// is in), never below zero. Returns `true` when every window has ended (see
+    /// [`Counters::is_idle`]).
+    pub fn reward(&mut self, limiter: &FixedWindow, weight: u64, now: Micros) -> bool {
+        for (j, (window, count)) in self.windows.iter_mut().enumerate() {
+            if *window >= limiter.window(j, now) {
+                *count = count.saturating_sub(weight);
+            }
+        }
+        self.is_idle(limiter, now)
+    }
+
     /// True when every window has ended: the counters hold nothing any more.
+    ///
+    /// A counter brought to 0 by a reward is not idle before its window ends: it still holds
+    /// the window it counts in, which a late call must find (as it finds Redis's hash, kept to
+    /// its TTL), or a late call would count in its own older window and the newer window's
+    /// counter would restart from 0.
     pub fn is_idle(&self, limiter: &FixedWindow, now: Micros) -> bool {
         self.windows
             .iter()
             .enumerate()
-            .all(|(j, &(window, count))| count == 0 || window < limiter.window(j, now))
+            .all(|(j, &(window, _))| window < limiter.window(j, now))
     }
 }
 
@@ -173,7 +195,7 @@ mod tests {
         for counters in ids.iter() {
             counters.counts_at(limiter, now, &mut counts);
         }
-        let verdict = limiter.judge(&counts, weight, now);
+        let verdict = limiter.judge(&counts, weight, now, true);
         if verdict.allowed {
             for counters in ids.iter_mut() {
                 counters.add(limiter, weight, now);
@@ -318,6 +340,44 @@ mod tests {
         assert!(consume(&w, &mut [&mut c], 1, 999 * MS).allowed);
         assert!(!consume(&w, &mut [&mut c], 1, 1001 * MS).allowed);
         assert!(!consume(&w, &mut [&mut c], 1, 998 * MS).allowed);
+    }
+
+    #[test]
+    fn a_peek_reports_what_is_left_now() {
+        let w = limiter(&[(1000.0, 3.0)]);
+        let v = w.judge(&[1], 1, 0, false);
+        assert_eq!((v.allowed, v.remaining, v.reset_after), (true, 2, SECOND));
+        let v = w.judge(&[0], 1, 0, false);
+        assert_eq!((v.allowed, v.remaining, v.reset_after), (true, 3, 0));
+    }
+
+    #[test]
+    fn a_reward_gives_weight_back_in_the_current_window_only() {
+        let w = limiter(&[(1000.0, 5.0), (10_000.0, 8.0)]);
+        let mut c = Counters::default();
+        c.add(&w, 4, 0);
+        c.add(&w, 2, SECOND);
+        assert!(!c.reward(&w, 3, SECOND));
+        let mut counts = Vec::new();
+        c.counts_at(&w, SECOND, &mut counts);
+        assert_eq!(counts, [0, 3]);
+        // Back to 0, but the 10 s window goes on: a late call still counts in it.
+        assert!(!c.reward(&w, 10, SECOND));
+        assert!(c.reward(&w, 1, 10 * SECOND));
+    }
+
+    #[test]
+    fn a_counter_rewarded_to_zero_keeps_its_window_for_late_calls() {
+        let w = limiter(&[(1000.0, 6.0)]);
+        let mut c = Counters::default();
+        c.add(&w, 1, SECOND);
+        assert!(!c.reward(&w, 1, SECOND - MS));
+        // A late call (999 ms) counts in the newer window (1 s), as on Redis...
+        c.add(&w, 1, SECOND - MS);
+        let mut counts = Vec::new();
+        c.counts_at(&w, SECOND, &mut counts);
+        // ...so the call at 1 s finds it.
+        assert_eq!(counts, [1]);
     }
 
     #[test]

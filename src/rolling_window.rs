@@ -19,8 +19,10 @@ use crate::error::{ErrorCode, Failure, Outcome};
 use crate::time::{duration_option, micros_to_millis_ceil, Micros};
 use crate::verdict::{Verdict, NEVER};
 
-/// The largest `maxInInterval`: every counted action is stored, so this bounds memory per id.
-pub const MAX_IN_INTERVAL_LIMIT: u32 = 1_000_000;
+/// The largest `maxInInterval`: every counted action is stored, so this bounds memory per id, and
+/// what one weighted call writes in one script (100,000 members take Redis about 0.3 s; a million
+/// blocked it for seconds, found by the fuzz test). Larger limits belong in a counter limiter.
+pub const MAX_IN_INTERVAL_LIMIT: u32 = 100_000;
 
 /// A validated rolling-window configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,10 +141,11 @@ impl RollingWindow {
     /// rolling-rate-limiter's formula assumes the attempt was recorded, so the wait and the
     /// actions remaining are those of the log without it (as the sliding log's).
     pub fn unrecorded(&self, info: WindowInfo, log: &LogFacts, now: Micros) -> WindowInfo {
-        let verdict = self.judge(log, 1, now);
+        let verdict = self.judge(log, 1, now, false);
         WindowInfo {
             micros_until_allowed: verdict.time_left,
-            actions_remaining: verdict.remaining as u32,
+            // rolling-rate-limiter's count of room in the window, whatever minDifference says.
+            actions_remaining: self.max_in_interval.saturating_sub(log.in_window) as u32,
             ..info
         }
     }
@@ -152,6 +155,12 @@ impl RollingWindow {
         count.saturating_sub(self.max_in_interval)
     }
 }
+
+/// How long past the window the sliding log keeps what a late call (from a host whose clock is
+/// behind, by up to this much) still counts: the second of clock skew that the key's TTL allows
+/// too. Without it, a refused call at `now` would trim actions that a call at `now - 1 ms` must
+/// see, and that call could be admitted over the limit.
+pub const LATE_CALL_MARGIN: Micros = crate::time::CLOCK_SKEW;
 
 /// One logged action: when, and the metadata given with it (the sliding log's `{ meta }`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,8 +184,11 @@ pub struct LogFacts {
 impl RollingWindow {
     /// The sliding log's verdict on `weight` actions at `now`: allowed when the window has room
     /// for all of them and the newest is at least `min_difference` old. Only allowed actions are
-    /// logged, whatever `record_blocked` says.
-    pub fn judge(&self, facts: &LogFacts, weight: u64, now: Micros) -> Verdict {
+    /// logged, whatever `record_blocked` says. With `charge` (a consume) an allowed weight is
+    /// logged before `remaining` and `reset_after` are reported; without (a peek), they are those
+    /// of now. `remaining` is what could be logged right now: 0 while the newest action is less
+    /// than `min_difference` old.
+    pub fn judge(&self, facts: &LogFacts, weight: u64, now: Micros, charge: bool) -> Verdict {
         let max = self.max_in_interval as u64;
         let in_window = facts.in_window as u64;
         let by_count = in_window + weight > max;
@@ -196,12 +208,19 @@ impl RollingWindow {
             };
             count_wait.max(gap_wait)
         };
-        let logged = in_window + if allowed { weight } else { 0 };
-        let newest = if allowed { Some(now) } else { facts.newest };
+        let charged = allowed && charge;
+        let logged = in_window + if charged { weight } else { 0 };
+        let newest = if charged { Some(now) } else { facts.newest };
+        let spaced = self.min_difference == 0
+            || newest.is_none_or(|newest| now - newest >= self.min_difference);
         Verdict {
             allowed,
             time_left,
-            remaining: max.saturating_sub(logged),
+            remaining: if spaced {
+                max.saturating_sub(logged)
+            } else {
+                0
+            },
             limit: max,
             reset_after: newest.map_or(0, |newest| (newest + self.interval - now).max(0)),
         }
@@ -290,12 +309,24 @@ impl Timeline {
         weight: u64,
         meta: Option<Arc<str>>,
     ) -> Verdict {
-        self.forget_before(window.window_start(now));
-        let verdict = window.judge(&self.log_facts(window, now, weight), weight, now);
+        // Entries stay a little past the window, for calls from hosts whose clock is behind.
+        self.forget_before(window.window_start(now) - LATE_CALL_MARGIN);
+        let verdict = window.judge(&self.log_facts(window, now, weight), weight, now, true);
         if verdict.allowed {
             self.log(window, now, weight, meta);
         }
         verdict
+    }
+
+    /// Gives back `weight` actions: the newest ones are forgotten. Returns `true` when the log
+    /// is left empty.
+    pub fn reward(&mut self, weight: u64) -> bool {
+        let kept = self
+            .entries
+            .len()
+            .saturating_sub(weight.try_into().unwrap_or(usize::MAX));
+        self.entries.truncate(kept);
+        self.entries.is_empty()
     }
 
     /// Logs `weight` actions at `now` with `meta`.
@@ -305,12 +336,17 @@ impl Timeline {
         for _ in 0..weight.min(window.max_in_interval() as u64) {
             self.entries.insert(position, entry.clone());
         }
-        self.cap(window);
+        // Not capped (as the script's "consume" does not): a reward takes the newest entries
+        // back, and a late call may then count older ones again. Only allowed actions are logged,
+        // so the window holds at most `max_in_interval` of them anyway.
     }
 
-    /// The logged actions still in the window at `now`, oldest first.
+    /// The logged actions still in the window at `now`, oldest first: the newest
+    /// `max_in_interval` of them (as the script answers).
     pub fn entries(&self, window: &RollingWindow, now: Micros) -> impl Iterator<Item = &Entry> {
-        self.entries.range(self.first_in_window(window, now)..)
+        let newest = self.entries.len().saturating_sub(window.max_in_interval());
+        self.entries
+            .range(self.first_in_window(window, now).max(newest)..)
     }
 
     /// True when no action is left in the window at `now`: the entry can be dropped.
@@ -338,7 +374,8 @@ impl Timeline {
         self.entries.drain(..expired);
     }
 
-    /// Keeps the newest `max_in_interval` entries: older ones cannot change any answer.
+    /// Keeps the newest `max_in_interval` entries: older ones cannot change any answer of
+    /// `attempt` (which logs refusals too, so its log would otherwise grow with them).
     fn cap(&mut self, window: &RollingWindow) {
         let excess = self.entries.len().saturating_sub(window.max_in_interval());
         self.entries.drain(..excess);
@@ -507,6 +544,7 @@ mod tests {
         assert!(t.is_idle(&w, 0));
         t.attempt(&w, 0);
         assert!(!t.is_idle(&w, 9 * MS));
+        // (The memory store asks a clock skew before its newest call: late calls keep it.)
         assert!(t.is_idle(&w, 10 * MS));
     }
 
@@ -551,8 +589,10 @@ mod tests {
     fn the_sliding_log_charges_weights_and_keeps_min_difference() {
         let w = window(10.0, 5.0, 2.0);
         let mut t = Timeline::default();
-        assert_eq!(consume(&w, &mut t, 3, 0).remaining, 2);
+        // Room for 2 more, but none right now: the next must wait 2 ms.
+        assert_eq!(consume(&w, &mut t, 3, 0).remaining, 0);
         let v = consume(&w, &mut t, 1, MS);
+        assert_eq!(v.remaining, 0);
         assert_eq!((v.allowed, v.time_left), (false, MS));
         // Three more need the three at 0 gone: at 10 ms.
         let v = consume(&w, &mut t, 3, 2 * MS);
@@ -562,18 +602,36 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_consume_still_forgets_what_left_the_window() {
-        // As on Redis: a late call (a slow host's clock) must not see entries a refused call at a
-        // later instant already dropped.
+    fn a_late_call_still_counts_what_its_window_holds() {
+        // Regression (found by the property test): a refused call at 11 ms dropped the action at
+        // 0, and a late call from 9 ms (a host whose clock is behind) was then admitted, a third
+        // action within 10 ms.
         let w = window(10.0, 2.0, 0.0);
         let mut t = Timeline::default();
         consume(&w, &mut t, 1, 0);
         consume(&w, &mut t, 1, 8 * MS);
-        // Refused at 11 ms, after forgetting the action at 0.
         assert!(!consume(&w, &mut t, 2, 11 * MS).allowed);
-        assert_eq!(t.len(), 1);
-        // A call from 9 ms finds room.
-        assert!(consume(&w, &mut t, 1, 9 * MS).allowed);
+        assert!(!consume(&w, &mut t, 1, 9 * MS).allowed);
+        assert!(consume(&w, &mut t, 1, 10 * MS).allowed);
+        // Forgotten once a second past the window.
+        consume(&w, &mut t, 3, 20 * MS + LATE_CALL_MARGIN);
+        assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn a_reward_does_not_uncover_less_than_the_log_held() {
+        // Regression (found by the property test): the log was capped at `max_in_interval` on
+        // every consume, so after a reward took the newest entries back, a late call saw one
+        // action fewer in memory than on Redis (whose log is not capped there).
+        let w = window(1000.0, 6.0, 0.0);
+        let mut t = Timeline::default();
+        consume(&w, &mut t, 1, 0);
+        consume(&w, &mut t, 3, 57 * MS);
+        assert!(consume(&w, &mut t, 3, 1000 * MS).allowed);
+        assert!(!t.reward(3));
+        // At 999 ms the window holds the action at 0 and the three at 57 ms.
+        let facts = t.log_facts(&w, 999 * MS, 1);
+        assert_eq!(w.judge(&facts, 1, 999 * MS, false).remaining, 2);
     }
 
     #[test]

@@ -87,8 +87,10 @@ impl SlidingWindow {
 
     /// The verdict on adding `weight` at `now`. `live` holds, per identifier and limit
     /// (identifier-major), the counts of that limit's live buckets, oldest first
-    /// (`buckets` numbers from [`first_live_bucket`](Self::first_live_bucket)).
-    pub fn judge(&self, live: &[&[u64]], weight: u64, now: Micros) -> Verdict {
+    /// (`buckets` numbers from [`first_live_bucket`](Self::first_live_bucket)). With `charge` an
+    /// allowed weight counts in `remaining` and `reset_after` (a consume); without, they are
+    /// those of now (a peek).
+    pub fn judge(&self, live: &[&[u64]], weight: u64, now: Micros, charge: bool) -> Verdict {
         let per_id = self.limits.len();
         let totals: Vec<u64> = live.iter().map(|counts| counts.iter().sum()).collect();
         let mut allowed = true;
@@ -105,7 +107,7 @@ impl SlidingWindow {
                 time_left = time_left.max(wait);
             }
         }
-        let added = if allowed { weight } else { 0 };
+        let added = if allowed && charge { weight } else { 0 };
         let mut tally = Tally::default();
         for (k, counts) in live.iter().enumerate() {
             let j = k % per_id;
@@ -194,6 +196,22 @@ impl Buckets {
         }
     }
 
+    /// Gives `weight` back to every limit, from its newest live bucket backwards, never below
+    /// zero. Returns `true` when no bucket holds anything any more.
+    pub fn reward(&mut self, window: &SlidingWindow, weight: u64, now: Micros) -> bool {
+        self.forget(window, now);
+        for buckets in &mut self.per_limit {
+            let mut left = weight;
+            for (_, count) in buckets.iter_mut().rev() {
+                let taken = left.min(*count);
+                *count -= taken;
+                left -= taken;
+            }
+            buckets.retain(|&(_, count)| count > 0);
+        }
+        self.per_limit.iter().all(VecDeque::is_empty)
+    }
+
     /// True when every bucket has left its window.
     pub fn is_idle(&self, window: &SlidingWindow, now: Micros) -> bool {
         self.per_limit.iter().enumerate().all(|(j, buckets)| {
@@ -240,13 +258,26 @@ mod tests {
             b.live_counts(w, now, &mut counts);
         }
         let live = split_live(w, ids.len(), &counts).unwrap();
-        let verdict = w.judge(&live, weight, now);
+        let verdict = w.judge(&live, weight, now, true);
         if verdict.allowed {
             for b in ids.iter_mut() {
                 b.add(w, weight, now);
             }
         }
         verdict
+    }
+
+    #[test]
+    fn a_reward_empties_the_newest_buckets_first() {
+        let w = window(&[(60_000.0, 10.0, Some(15_000.0))]);
+        let mut b = Buckets::default();
+        b.add(&w, 3, 5 * SECOND);
+        b.add(&w, 2, 20 * SECOND);
+        assert!(!b.reward(&w, 3, 20 * SECOND));
+        let mut counts = Vec::new();
+        b.live_counts(&w, 20 * SECOND, &mut counts);
+        assert_eq!(counts, [0, 0, 2, 0]);
+        assert!(b.reward(&w, 5, 20 * SECOND));
     }
 
     #[test]

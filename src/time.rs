@@ -10,6 +10,11 @@ use crate::error::{ErrorCode, Failure, Outcome};
 /// Microseconds, since the epoch for instants, or a duration.
 pub type Micros = i64;
 
+/// How far behind the newest call another call's `now` may be (a host whose clock is behind)
+/// and still be judged alike on both stores: the second of clock skew that every Redis key's TTL
+/// allows. State that matters to such a call is kept that much longer.
+pub const CLOCK_SKEW: Micros = 1_000_000;
+
 /// The longest duration an option may have: 10^12 ms, about 31.7 years.
 pub const MAX_DURATION_MS: f64 = 1e12;
 

@@ -10,6 +10,8 @@ const os = require('node:os')
 const path = require('node:path')
 
 const HOST = '127.0.0.1'
+/** The redis-server to run: RATEKEEPER_REDIS_SERVER names another (say, a Redis 6.2 build). */
+const REDIS_SERVER = process.env.RATEKEEPER_REDIS_SERVER || 'redis-server'
 const RESERVED_PORT = 6379
 const START_TIMEOUT_MS = 10_000
 const STOP_GRACE_MS = 3_000
@@ -175,7 +177,7 @@ async function launch(port, dir, extraArgs) {
     '--daemonize', 'no',
     ...extraArgs.map(String),
   ]
-  const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(REDIS_SERVER, args, { stdio: ['ignore', 'pipe', 'pipe'] })
   let log = ''
   child.stdout.on('data', (chunk) => (log += chunk))
   child.stderr.on('data', (chunk) => (log += chunk))
@@ -225,7 +227,8 @@ async function terminate(child) {
 }
 
 /**
- * Starts a redis-server on a free loopback port (`options.args`: extra redis-server arguments).
+ * Starts a redis-server on a free loopback port (`options.args`: extra redis-server arguments, in
+ * which `{port}` is replaced by the server's port and `{busPort}` by a second free port).
  * @param {{ args?: string[] }} [options]
  * @returns {Promise<{ host: string, port: number, url: string, readonly pid: number,
  *   stop(): Promise<void>, restart(): Promise<void>, cli(...args: string[]): Promise<string> }>}
@@ -235,16 +238,20 @@ async function startRedis(options = {}) {
   let port
   let dir
   let child
-  // A freshly probed port can be grabbed by someone else before redis-server binds it: retry.
+  let busPort
+  const withPorts = () =>
+    extraArgs.map((arg) => String(arg).replaceAll('{port}', String(port)).replaceAll('{busPort}', String(busPort)))
+  // A freshly probed port can be grabbed by someone else (or by a server started beside this one)
+  // before redis-server binds it: retry with new ports, the bus port included.
   for (let attempt = 1; ; attempt++) {
-    port = await freePort()
+    ;[port, busPort] = await freePorts(2)
     dir = makeTmpDir()
     try {
-      child = await launch(port, dir, extraArgs.map((arg) => String(arg).replaceAll('{port}', String(port))))
+      child = await launch(port, dir, withPorts())
       break
     } catch (error) {
       removeTmpDir(dir)
-      if (!(error instanceof ExitedEarly) || attempt >= 3) throw error
+      if (!(error instanceof ExitedEarly) || attempt >= 5) throw error
     }
   }
 
@@ -278,7 +285,7 @@ async function startRedis(options = {}) {
       let lastError
       for (let attempt = 0; attempt < 10; attempt++) {
         try {
-          child = await launch(port, dir, extraArgs.map((arg) => String(arg).replaceAll('{port}', String(port))))
+          child = await launch(port, dir, withPorts())
           return
         } catch (error) {
           lastError = error
@@ -321,11 +328,10 @@ async function startCluster(options = {}) {
   const nodes = []
   const stopAll = () => Promise.all(nodes.map((n) => n.stop()))
   try {
-    // Each node's cluster bus gets its own free port too (--cluster-port): the default
-    // port + 10000 does not exist for ephemeral ports above 55535.
-    const busPorts = await freePorts(6)
+    // Each node's cluster bus gets its own free port too (--cluster-port, probed with the data
+    // port at each attempt): the default port + 10000 does not exist for ports above 55535.
     const started = await Promise.allSettled(
-      busPorts.map((busPort) =>
+      Array.from({ length: 6 }, () =>
         startRedis({
           args: [
             '--cluster-enabled', 'yes',
@@ -333,7 +339,7 @@ async function startCluster(options = {}) {
             '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 2000),
             // A replica must be able to take over soon after it starts: sync at once.
             '--repl-diskless-sync-delay', '0',
-            '--cluster-port', String(busPort),
+            '--cluster-port', '{busPort}',
             ...(options.args || []),
           ],
         }),

@@ -72,6 +72,22 @@ fn fnv1a(id: &str) -> u64 {
     })
 }
 
+/// The store options every engine takes besides its own (and its `namespace`, documented with
+/// the key layout it names); the engines' constructors take `XOptions & EngineStoreOptions`.
+/// [`Backend::from_options`] reads them.
+#[napi_derive::napi(object)]
+pub struct EngineStoreOptions {
+    /// On Redis, whose clock decides when no `now` is given: `'redis'` (the server's, the
+    /// default: no skew between application hosts) or `'local'` (this host's).
+    pub clock: Option<String>,
+    /// On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
+    /// that ids holding `{...}` spread over a Cluster's slots. Default `false`.
+    pub hash_ids: Option<bool>,
+    /// In memory: the most ids kept; past it, the least recently used are evicted (and start
+    /// afresh). Default: unbounded (idle ids are still dropped).
+    pub max_keys: Option<f64>,
+}
+
 /// The state of every id of one limiter.
 pub enum Backend<S> {
     Memory(RefCell<MemoryStore<S>>),

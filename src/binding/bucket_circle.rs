@@ -35,15 +35,6 @@ pub struct BucketCircleOptions {
     pub subject_expiry: Option<f64>,
     /// The key prefix, `[namespace:]action:` (a subject's hash is at `namespace + subject`).
     pub namespace: Option<String>,
-    /// On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
-    /// `'local'`.
-    pub clock: Option<String>,
-    /// On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
-    /// that ids holding `{...}` spread over a Cluster's slots. Default `false`.
-    pub hash_ids: Option<bool>,
-    /// In memory: the most ids kept; past it, the least recently used are evicted (and start
-    /// afresh). Default: unbounded (idle ids are still dropped).
-    pub max_keys: Option<f64>,
 }
 
 /// What `run` does.
@@ -102,7 +93,7 @@ impl JsBucketCircle {
     #[napi(
         constructor,
         catch_unwind,
-        ts_args_type = "options: BucketCircleOptions, store?: RedisStore | null"
+        ts_args_type = "options: BucketCircleOptions & EngineStoreOptions, store?: RedisStore | null"
     )]
     pub fn new(env: Env, options: Unknown, store: Option<&JsRedisStore>) -> napi::Result<Self> {
         Self::build(options, store).map_err(|failure| js_error(&env, failure))

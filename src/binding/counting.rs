@@ -3,27 +3,34 @@
 //! path through a batched script. Each algorithm says, through [`Counting`], what its state is,
 //! how it reads counts and how it judges; its napi class wraps a [`CountingEngine`].
 
+use std::cell::RefCell;
+
 use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
+use smallvec::SmallVec;
 use napi::Env;
 use redis::{FromRedisValue, Script};
 
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values, VALUES};
-use super::input::{call_options, ids, CallOptions, Takes};
+use super::fast::FastRun;
+use super::input::{call_options, fast_call_options, ids, CallOptions, Takes};
 use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::store::batch::ScriptBatcher;
-use crate::store::memory::MemoryStore;
+use crate::store::memory::{Key, MemoryStore};
 use crate::store::slot::check_one_slot;
 use crate::time::Micros;
-use crate::verdict::Verdict;
+use crate::verdict::{Verdict, NEVER};
 
 /// Declares the napi class of a counting algorithm: its constructor, `run` and `trackedIds`,
 /// over a [`CountingEngine`]. `$options` is the TypeScript type of its options.
+///
+/// The class's doc is a plain string: a `///` comment passed through a macro reaches napi-derive
+/// as a raw string, which it copies into `binding.d.ts` with its `r"` on every line.
 macro_rules! counting_class {
-    ($(#[$doc:meta])* $class:ident = $js_name:literal over $algorithm:ty, options $options:literal) => {
-        $(#[$doc])*
+    ($doc:literal, $class:ident = $js_name:literal over $algorithm:ty, options $options:literal) => {
+        #[doc = $doc]
         #[napi_derive::napi(js_name = $js_name)]
         pub struct $class {
             engine: $crate::binding::counting::CountingEngine<$algorithm>,
@@ -44,8 +51,8 @@ macro_rules! counting_class {
                     .map_err(|failure| $crate::binding::js_error(&env, failure))
             }
 
-            /// The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset) for one id or
-            /// an array of ids, with the call options `{ now, weight }`. In memory the answer is
+            /// The engine's entry point: runs `mode` (0 consume, 1 peek, 2 reset, 3 reward) for one
+            /// id or an array of ids, with the call options `{ now, weight }`. In memory the answer is
             /// written to `out` and `true` is returned; on Redis `false` is returned and the answer
             /// reaches `lib/engine.js` under `ticket`. The five numbers are allowed, timeLeft,
             /// remaining, limit and resetAfter. Use the JavaScript class rather than this.
@@ -79,16 +86,25 @@ macro_rules! counting_class {
                 self.engine.evicted_ids()
             }
         }
+
+        $crate::fast_path_method!($class.engine);
     };
 }
 
-/// A counting algorithm, as the binding needs it.
+/// A counting algorithm, as the binding needs it: every limiter answering
+/// `{ allowed, timeLeft, remaining, limit, resetAfter }` (the windows, the buckets, GCRA).
+///
+/// "Counts" are whatever numbers the algorithm's judgement needs per identifier (counters,
+/// bucket levels, instants), the same from the memory store ([`counts`](Self::counts)) as from
+/// the script's reply, so that one [`judge`](Self::judge) answers for both stores.
 pub trait Counting: Clone + Send + Sync + 'static {
     /// One identifier's state in memory.
     type State: Default;
-    /// Its Lua script: shared arguments ([`shared_args`](Self::shared_args), then the mode and
-    /// the hash TTL in ms), per call `N, now, weight`, per call `N` keys; reply per call
-    /// `{ now, counts... }` (what [`judge`](Self::judge) takes), or an error string.
+    /// Its Lua script: shared arguments ([`shared_args`](Self::shared_args), then the mode,
+    /// `consume`, `peek` or `reward`, and the key TTL in ms), per call `N, now, weight`, per call
+    /// `N` keys; reply per call `{ now, counts... }` (what [`judge`](Self::judge) takes: for
+    /// `reward`, the counts after the refund), or an error string. `reward` gives `weight` back
+    /// to each identifier that has state, never below empty, and creates none.
     fn script() -> &'static Script;
     /// The default Redis key prefix.
     fn default_namespace() -> &'static str;
@@ -96,19 +112,39 @@ pub trait Counting: Clone + Send + Sync + 'static {
     fn from_options(r: &mut OptionsReader) -> Outcome<Self>;
     /// The script's leading arguments: the limits.
     fn shared_args(&self) -> Vec<String>;
-    /// The longest duration of its limits.
+    /// How long after a write an identifier's state may still matter: the longest window (two
+    /// for the sliding tail, the time to refill or drain for the buckets).
     fn longest_duration(&self) -> Micros;
-    /// How long an identifier's hash lives after its last write: the longest window, and a
-    /// second for clock skew (and tests' `now`).
+    /// How long an identifier's key lives after its last write: [`longest_duration`]
+    /// (Self::longest_duration), and a second for clock skew (and tests' `now`). A script may
+    /// give each key a tighter TTL of its own (GCRA and the token bucket do), never a looser one.
     fn ttl(&self) -> Micros {
         self.longest_duration() + 1_000_000
     }
     /// Appends an identifier's counts at `now` (`None`: no state yet).
     fn counts(&self, state: Option<&Self::State>, now: Micros, into: &mut Vec<u64>);
-    /// Judges `weight` at `now` for `ids` identifiers whose counts are `counts`.
-    fn judge(&self, ids: usize, counts: &[u64], weight: u64, now: Micros) -> Outcome<Verdict>;
+    /// Judges `weight` at `now` for `ids` identifiers whose counts are `counts`. With `charge`
+    /// (a consume), an allowed weight is taken: `remaining` and `resetAfter` are those after
+    /// it; without (a peek), they are those of now.
+    fn judge(
+        &self,
+        ids: usize,
+        counts: &[u64],
+        weight: u64,
+        now: Micros,
+        charge: bool,
+    ) -> Outcome<Verdict>;
     /// Counts `weight` at `now`.
     fn add(&self, state: &mut Self::State, weight: u64, now: Micros);
+    /// Gives `weight` back at `now`, never below empty. Returns `true` when the state is left
+    /// empty (the store then drops it).
+    fn reward(&self, state: &mut Self::State, weight: u64, now: Micros) -> bool;
+    /// Whether a refused consume (of a weight that can pass later) still starts the state of each
+    /// of its ids that has none, as `add` of weight 0 would, and its script likewise: a token
+    /// bucket whose new ids start below capacity refills from their first call. Default `false`.
+    fn starts_on_refusal(&self) -> bool {
+        false
+    }
     /// Drops what no longer counts at `now`, as the script does on every consume (allowed or
     /// not), so that a later call with an earlier `now` sees the same on both stores.
     fn forget(&self, _state: &mut Self::State, _now: Micros) {}
@@ -122,6 +158,8 @@ enum Mode {
     Consume,
     Peek,
     Reset,
+    /// Give weight back; answers as a peek of weight 1 afterwards.
+    Reward,
 }
 
 impl Mode {
@@ -130,6 +168,7 @@ impl Mode {
             0 => Ok(Mode::Consume),
             1 => Ok(Mode::Peek),
             2 => Ok(Mode::Reset),
+            3 => Ok(Mode::Reward),
             _ => Err(Failure::range_error(
                 ErrorCode::InvalidArgument,
                 format!("unknown mode {code}"),
@@ -155,8 +194,10 @@ pub fn verdict_values(verdict: &Verdict) -> Values {
 pub struct CountingEngine<A: Counting> {
     algorithm: A,
     backend: Backend<A::State>,
-    /// On Redis: the script's batchers for consuming and for peeking.
-    batchers: Option<[ScriptBatcher; 2]>,
+    /// On Redis: the script's batchers for consuming, peeking and rewarding.
+    batchers: Option<[ScriptBatcher; 3]>,
+    /// In memory: the buffer the ids' counts are gathered in.
+    counts: RefCell<Vec<u64>>,
 }
 
 impl<A: Counting> CountingEngine<A> {
@@ -167,6 +208,8 @@ impl<A: Counting> CountingEngine<A> {
         store: Option<&JsRedisStore>,
         context: &'static str,
     ) -> Outcome<Self> {
+        // Errors name the JavaScript class (`FixedWindow options`), not its engine.
+        let context = context.replace("Engine options", " options");
         let mut r = OptionsReader::new(Some(options), context, ErrorCode::InvalidOption, false)?;
         let algorithm = A::from_options(&mut r)?;
         let backend = Backend::from_options(&mut r, store, A::default_namespace())?;
@@ -175,6 +218,7 @@ impl<A: Counting> CountingEngine<A> {
             Backend::Redis(target) => Some([
                 batcher(&algorithm, target, "consume"),
                 batcher(&algorithm, target, "peek"),
+                batcher(&algorithm, target, "reward"),
             ]),
             Backend::Memory(_) => None,
         };
@@ -182,6 +226,7 @@ impl<A: Counting> CountingEngine<A> {
             algorithm,
             backend,
             batchers,
+            counts: RefCell::default(),
         })
     }
 
@@ -199,7 +244,7 @@ impl<A: Counting> CountingEngine<A> {
         self.backend.memory_evictions() as f64
     }
 
-    /// Runs `mode` (0 consume, 1 peek, 2 reset) for `ids`: answers into `out` at once (memory,
+    /// Runs `mode` (0 consume, 1 peek, 2 reset, 3 reward) for `ids`: answers into `out` at once (memory,
     /// `true`) or later under `ticket` (Redis, `false`).
     pub fn run(
         &self,
@@ -216,6 +261,7 @@ impl<A: Counting> CountingEngine<A> {
         let call = call_options(options, Takes::Weight)?;
         match &self.backend {
             Backend::Memory(store) => {
+                let ids: Vec<Option<&str>> = ids.iter().map(Option::as_deref).collect();
                 let answer = self.answer_in_memory(&mut store.borrow_mut(), &ids, call, mode)?;
                 dispatch::write_answer(out, answer)?;
                 Ok(true)
@@ -230,36 +276,49 @@ impl<A: Counting> CountingEngine<A> {
     fn answer_in_memory(
         &self,
         store: &mut MemoryStore<A::State>,
-        ids: &[Option<String>],
+        ids: &[Option<&str>],
         call: CallOptions,
         mode: Mode,
     ) -> Outcome<Values> {
         let now = local_now(call.now);
         let algorithm = &self.algorithm;
+        let keys: SmallVec<[Key; 2]> = ids.iter().map(|id| store.key(memory_id(*id))).collect();
         if mode == Mode::Reset {
-            for id in ids {
-                store.remove(memory_id(id.as_deref()));
+            for &key in &keys {
+                store.remove(key);
             }
             return Ok([0.0; VALUES]);
         }
-        if mode == Mode::Consume {
-            for id in ids {
-                if let Some(state) = store.get_mut(memory_id(id.as_deref())) {
-                    algorithm.forget(state, now);
+        if matches!(mode, Mode::Consume | Mode::Reward) {
+            for &key in &keys {
+                let Some(state) = store.get_mut(key) else {
+                    continue;
+                };
+                algorithm.forget(state, now);
+                if mode == Mode::Reward && algorithm.reward(state, call.weight, now) {
+                    store.remove(key);
                 }
             }
         }
-        let mut counts = Vec::new();
-        for id in ids {
-            algorithm.counts(store.get(memory_id(id.as_deref())), now, &mut counts);
+        // The counts' buffer is reused from call to call (kept out of it only by an error).
+        let mut counts = self.counts.take();
+        counts.clear();
+        for &key in &keys {
+            algorithm.counts(store.get(key), now, &mut counts);
         }
-        let verdict = algorithm.judge(ids.len(), &counts, call.weight, now)?;
-        if mode == Mode::Consume && verdict.allowed {
-            for id in ids {
-                let state = store.entry(memory_id(id.as_deref()), now, |s, now| {
-                    algorithm.is_idle(s, now)
-                });
-                algorithm.add(state, call.weight, now);
+        let (weight, charge) = match mode {
+            // A reward answers as a peek of weight 1 afterwards.
+            Mode::Reward => (1, false),
+            _ => (call.weight, mode == Mode::Consume),
+        };
+        let verdict = algorithm.judge(ids.len(), &counts, weight, now, charge)?;
+        self.counts.replace(counts);
+        let start = !verdict.allowed && verdict.time_left != NEVER && algorithm.starts_on_refusal();
+        if mode == Mode::Consume && (verdict.allowed || start) {
+            let weight = if verdict.allowed { call.weight } else { 0 };
+            for &key in &keys {
+                let state = store.entry(key, now, |s, now| algorithm.is_idle(s, now));
+                algorithm.add(state, weight, now);
             }
         }
         Ok(verdict_values(&verdict))
@@ -298,21 +357,50 @@ impl<A: Counting> CountingEngine<A> {
             }
             Mode::Consume => &batchers[0],
             Mode::Peek => &batchers[1],
+            Mode::Reward => &batchers[2],
         };
         let args = vec![
             keys.len().to_string(),
             target.now_argument(call.now),
             call.weight.to_string(),
         ];
-        let (algorithm, ids, weight) = (self.algorithm.clone(), keys.len(), call.weight);
+        let algorithm = self.algorithm.clone();
+        // A reward answers as a peek of weight 1 at the counts after the refund.
+        let (ids, weight, charge) = match mode {
+            Mode::Reward => (keys.len(), 1, false),
+            _ => (keys.len(), call.weight, mode == Mode::Consume),
+        };
         batcher.submit(
             keys,
             args,
             Box::new(move |answer| {
-                reply.send(answer.and_then(|answer| judge_reply(&algorithm, ids, weight, answer)))
+                reply.send(
+                    answer.and_then(|answer| judge_reply(&algorithm, ids, weight, charge, answer)),
+                )
             }),
         );
         Ok(())
+    }
+}
+
+impl<A: Counting> FastRun for CountingEngine<A> {
+    fn in_memory(&self) -> bool {
+        matches!(self.backend, Backend::Memory(_))
+    }
+
+    fn run_fast(&self, mode: u32, id: &str, weight: f64, now: f64) -> Outcome<Option<Values>> {
+        let Backend::Memory(store) = &self.backend else {
+            return Ok(None);
+        };
+        let (Ok(mode), Some(call)) = (Mode::from_code(mode), fast_call_options(weight, now)) else {
+            return Ok(None);
+        };
+        // `reset` takes no options.
+        if mode == Mode::Reset && (!weight.is_nan() || !now.is_nan()) {
+            return Ok(None);
+        }
+        self.answer_in_memory(&mut store.borrow_mut(), &[Some(id)], call, mode)
+            .map(Some)
     }
 }
 
@@ -334,6 +422,7 @@ fn judge_reply<A: Counting>(
     algorithm: &A,
     ids: usize,
     weight: u64,
+    charge: bool,
     answer: redis::Value,
 ) -> Outcome<Values> {
     let reply = Vec::<i64>::from_redis_value(answer)
@@ -347,5 +436,6 @@ fn judge_reply<A: Counting>(
         &counts,
         weight,
         now as Micros,
+        charge,
     )?))
 }

@@ -39,21 +39,11 @@ pub struct FixedWindowOptions {
     /// Prefix of the Redis keys: an id's counters are a hash at `namespace + id`.
     /// Default `'ratekeeper:fixed:'`. Ignored in memory.
     pub namespace: Option<String>,
-    /// On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
-    /// `'local'`.
-    pub clock: Option<String>,
-    /// On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
-    /// that ids holding `{...}` spread over a Cluster's slots. Default `false`.
-    pub hash_ids: Option<bool>,
-    /// In memory: the most ids kept; past it, the least recently used are evicted (and start
-    /// afresh). Default: unbounded (idle ids are still dropped).
-    pub max_keys: Option<f64>,
 }
 
 counting_class!(
-    /// Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see
-    /// index.d.ts), which is the API to use. It validates its options like `FixedWindow` does.
-    JsFixedWindow = "FixedWindowEngine" over FixedWindow, options "options: FixedWindowOptions, store?: RedisStore | null");
+    "Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see index.d.ts), which is the API to use. It validates its options like `FixedWindow` does.",
+    JsFixedWindow = "FixedWindowEngine" over FixedWindow, options "options: FixedWindowOptions & EngineStoreOptions, store?: RedisStore | null");
 
 impl Counting for FixedWindow {
     type State = Counters;
@@ -97,18 +87,29 @@ impl Counting for FixedWindow {
             .counts_at(self, now, into);
     }
 
-    fn judge(&self, ids: usize, counts: &[u64], weight: u64, now: Micros) -> Outcome<Verdict> {
+    fn judge(
+        &self,
+        ids: usize,
+        counts: &[u64],
+        weight: u64,
+        now: Micros,
+        charge: bool,
+    ) -> Outcome<Verdict> {
         if counts.len() != ids * self.limits().len() {
             return Err(Failure::error(
                 ErrorCode::StoreError,
                 "the fixed window script answered the wrong number of counts",
             ));
         }
-        Ok(FixedWindow::judge(self, counts, weight, now))
+        Ok(FixedWindow::judge(self, counts, weight, now, charge))
     }
 
     fn add(&self, state: &mut Counters, weight: u64, now: Micros) {
         state.add(self, weight, now);
+    }
+
+    fn reward(&self, state: &mut Counters, weight: u64, now: Micros) -> bool {
+        state.reward(self, weight, now)
     }
 
     fn is_idle(&self, state: &Counters, now: Micros) -> bool {

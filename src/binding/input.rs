@@ -175,6 +175,26 @@ pub fn call_options(value: Option<Unknown>, takes: Takes) -> Outcome<CallOptions
     })
 }
 
+/// The call options of the fast path (`src/binding/fast.rs`), where `NaN` stands for a number
+/// not given: `None` when one needs the general path's checks (and error).
+pub fn fast_call_options(weight: f64, now: f64) -> Option<CallOptions> {
+    let weight = if weight.is_nan() {
+        1
+    } else {
+        weight_argument(weight).ok()?
+    };
+    let now = if now.is_nan() {
+        None
+    } else {
+        Some(now_argument(now).ok()?)
+    };
+    Some(CallOptions {
+        now,
+        weight,
+        meta: None,
+    })
+}
+
 fn weight_argument(weight: f64) -> Outcome<u64> {
     count_option("weight", weight, 1.0).map_err(|mut failure| {
         failure.code = ErrorCode::InvalidArgument;

@@ -23,12 +23,17 @@ pub mod bucket_circle;
 #[macro_use]
 pub mod counting;
 pub mod dispatch;
+pub mod fast;
 pub mod fixed_window;
+pub mod gcra;
 pub mod input;
+pub mod leaky_bucket;
 pub mod options;
 pub mod redis_store;
 pub mod rolling_window;
+pub mod sliding_tail;
 pub mod sliding_window;
+pub mod token_bucket;
 
 use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
 use napi::{Env, JsError, JsRangeError, JsTypeError, JsValue, Status};

@@ -13,7 +13,8 @@ use redis::{FromRedisValue, Script};
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
 use super::counting::verdict_values;
 use super::dispatch::{self, Ticket, Values, VALUES};
-use super::input::{call_options, id, optional_id, CallOptions, Takes};
+use super::fast::FastRun;
+use super::input::{call_options, fast_call_options, id, optional_id, CallOptions, Takes};
 use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
 use super::{js_error, rejected};
@@ -35,7 +36,7 @@ static SCRIPT: LazyLock<Script> = lua_script!("rolling_window");
 pub struct RollingWindowOptions {
     /// The window's length in milliseconds (> 0). Required.
     pub interval: f64,
-    /// How many actions the window admits: a whole number from 1 to 1,000,000. Required.
+    /// How many actions the window admits: a whole number from 1 to 100,000 (one stored entry per action: larger limits belong in a counter limiter). Required.
     pub max_in_interval: f64,
     /// The least time between two consecutive actions, in milliseconds. Default `0` (none).
     pub min_difference: Option<f64>,
@@ -47,15 +48,6 @@ pub struct RollingWindowOptions {
     /// Prefix of the Redis keys (the key of an id is `namespace + id`, as in
     /// rolling-rate-limiter). Default `'ratekeeper:'`. Ignored in memory.
     pub namespace: Option<String>,
-    /// On Redis, whose clock decides when no `now` is given: `'redis'` (the server's, the
-    /// default: no skew between application hosts) or `'local'` (this host's).
-    pub clock: Option<String>,
-    /// On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
-    /// that ids holding `{...}` spread over a Cluster's slots. Default `false`.
-    pub hash_ids: Option<bool>,
-    /// In memory: the most ids kept; past it, the least recently used are evicted (and start
-    /// afresh). Default: unbounded (idle ids are still dropped).
-    pub max_keys: Option<f64>,
 }
 
 /// The sorted-set rolling window of rolling-rate-limiter, in memory or on Redis: the native
@@ -88,6 +80,8 @@ enum Mode {
     Consume,
     /// Answer as `Consume` would, logging nothing (`peek`).
     Check,
+    /// Forget the newest `weight` actions, then answer as `Check` of weight 1 (`reward`).
+    Reward,
 }
 
 /// Added to a mode of `run`: a call without an id counts against the limiter's one global
@@ -102,6 +96,7 @@ impl Mode {
             2 => Ok(Mode::Clear),
             3 => Ok(Mode::Consume),
             4 => Ok(Mode::Check),
+            5 => Ok(Mode::Reward),
             _ => Err(Failure::range_error(
                 ErrorCode::InvalidArgument,
                 format!("unknown mode {code}"),
@@ -116,14 +111,15 @@ impl Mode {
             Mode::Peek => Some(1),
             Mode::Consume => Some(2),
             Mode::Check => Some(3),
+            Mode::Reward => Some(4),
             Mode::Clear => None,
         }
     }
 }
 
 /// The script's modes, one batcher each; "entries" is the last.
-const SCRIPT_MODES: [&str; 5] = ["limit", "peek", "consume", "check", "entries"];
-const ENTRIES: usize = 4;
+const SCRIPT_MODES: [&str; 6] = ["limit", "peek", "consume", "check", "reward", "entries"];
+const ENTRIES: usize = 5;
 
 /// One logged action, as `entries` returns it.
 #[napi(object)]
@@ -158,6 +154,37 @@ fn values(info: &WindowInfo) -> Values {
     ]
 }
 
+crate::fast_path_method!(JsRollingWindow);
+
+impl FastRun for JsRollingWindow {
+    fn in_memory(&self) -> bool {
+        matches!(self.backend, Backend::Memory(_))
+    }
+
+    fn run_fast(&self, mode: u32, id: &str, weight: f64, now: f64) -> Outcome<Option<Values>> {
+        let Backend::Memory(store) = &self.backend else {
+            return Ok(None);
+        };
+        let (Ok(mode), Some(call)) = (
+            Mode::from_code(mode & !GLOBAL_WHEN_NO_ID),
+            fast_call_options(weight, now),
+        ) else {
+            return Ok(None);
+        };
+        let takes_weight = matches!(mode, Mode::Consume | Mode::Check | Mode::Reward);
+        let takes_now = mode != Mode::Clear;
+        if (!takes_weight && !weight.is_nan()) || (!takes_now && !now.is_nan()) {
+            return Ok(None);
+        }
+        Ok(Some(self.answer_in_memory(
+            &mut store.borrow_mut(),
+            Some(id),
+            call,
+            mode,
+        )))
+    }
+}
+
 #[napi]
 impl JsRollingWindow {
     /// Builds a rolling window in memory, or on `store` when one is given.
@@ -165,14 +192,14 @@ impl JsRollingWindow {
     #[napi(
         constructor,
         catch_unwind,
-        ts_args_type = "options: RollingWindowOptions, store?: RedisStore | null"
+        ts_args_type = "options: RollingWindowOptions & EngineStoreOptions, store?: RedisStore | null"
     )]
     pub fn new(env: Env, options: Unknown, store: Option<&JsRedisStore>) -> napi::Result<Self> {
         Self::build(options, store).map_err(|failure| js_error(&env, failure))
     }
 
     /// The engine under `RateLimiter`: runs `mode` (0 attempt, 1 peek, 2 clear, 3 consume,
-    /// 4 check; plus 16 to let a missing id mean the one global limit) for `id` with the call
+    /// 4 check, 5 reward; plus 16 to let a missing id mean the one global limit) for `id` with the call
     /// options `{ now }`.
     ///
     /// In memory the answer is written to `out` (flags, wait in ms, actions remaining) and
@@ -321,6 +348,7 @@ impl JsRollingWindow {
         let mode = Mode::from_code(mode & !GLOBAL_WHEN_NO_ID)?;
         let takes = match mode {
             Mode::Consume | Mode::Check => Takes::WeightAndMeta,
+            Mode::Reward => Takes::Weight,
             _ => Takes::Now,
         };
         let call = call_options(options, takes)?;
@@ -346,7 +374,7 @@ impl JsRollingWindow {
         mode: Mode,
     ) -> Values {
         let now = local_now(call.now);
-        let id = memory_id(id);
+        let id = store.key(memory_id(id));
         let window = &self.window;
         match mode {
             Mode::Limit => values(
@@ -362,17 +390,35 @@ impl JsRollingWindow {
                 store.remove(id);
                 [0.0; VALUES]
             }
-            Mode::Consume => verdict_values(
-                &store
-                    .entry(id, now, |timeline, now| timeline.is_idle(window, now))
-                    .consume(window, now, call.weight, call.meta.map(Arc::from)),
-            ),
+            Mode::Consume => {
+                let meta = call.meta.map(Arc::from);
+                if let Some(timeline) = store.get_mut(id) {
+                    return verdict_values(&timeline.consume(window, now, call.weight, meta));
+                }
+                // A refused call leaves no state behind.
+                let mut fresh = Timeline::default();
+                let verdict = fresh.consume(window, now, call.weight, meta);
+                if verdict.allowed {
+                    *store.entry(id, now, |timeline, now| timeline.is_idle(window, now)) = fresh;
+                }
+                verdict_values(&verdict)
+            }
             Mode::Check => {
                 let facts = store.get(id).map_or_else(
                     || Timeline::default().log_facts(window, now, call.weight),
                     |t| t.log_facts(window, now, call.weight),
                 );
-                verdict_values(&window.judge(&facts, call.weight, now))
+                verdict_values(&window.judge(&facts, call.weight, now, false))
+            }
+            Mode::Reward => {
+                if store.get_mut(id).is_some_and(|t| t.reward(call.weight)) {
+                    store.remove(id);
+                }
+                let facts = store.get(id).map_or_else(
+                    || Timeline::default().log_facts(window, now, 1),
+                    |t| t.log_facts(window, now, 1),
+                );
+                verdict_values(&window.judge(&facts, 1, now, false))
             }
         }
     }
@@ -412,12 +458,13 @@ impl JsRollingWindow {
             _ => unique_member(),
         };
         let mut args = vec![target.now_argument(call.now), member];
-        if matches!(mode, Mode::Consume | Mode::Check) {
+        if matches!(mode, Mode::Consume | Mode::Check | Mode::Reward) {
             args.push(call.weight.to_string());
             args.push(call.meta.unwrap_or_default());
         }
         let window = self.window.clone();
-        let weight = call.weight;
+        // A reward answers as a check of weight 1 after the refund.
+        let weight = if mode == Mode::Reward { 1 } else { call.weight };
         batchers[index].submit(
             vec![key],
             args,
@@ -461,7 +508,7 @@ fn answer_values(
         )
     })?;
     match (mode, reply.as_slice()) {
-        (Mode::Consume | Mode::Check, &[now, in_window, newest, anchor]) => {
+        (Mode::Consume | Mode::Check | Mode::Reward, &[now, in_window, newest, anchor]) => {
             let in_window = usize::try_from(in_window).unwrap_or(0);
             let k = (in_window as u64 + weight).checked_sub(window.max_in_interval() as u64);
             let facts = LogFacts {
@@ -471,9 +518,10 @@ fn answer_values(
                     .filter(|&k| k >= 1 && k <= in_window as u64)
                     .map(|_| anchor),
             };
-            Ok(verdict_values(&window.judge(&facts, weight, now)))
+            let charge = mode == Mode::Consume;
+            Ok(verdict_values(&window.judge(&facts, weight, now, charge)))
         }
-        (Mode::Consume | Mode::Check, _) => Err(Failure::error(
+        (Mode::Consume | Mode::Check | Mode::Reward, _) => Err(Failure::error(
             ErrorCode::StoreError,
             "the sliding log script answered a wrong number of values",
         )),

@@ -42,21 +42,11 @@ pub struct SlidingWindowOptions {
     /// Prefix of the Redis keys: an id's buckets are a hash at `namespace + id`.
     /// Default `'ratekeeper:sliding:'`. Ignored in memory.
     pub namespace: Option<String>,
-    /// On Redis, whose clock decides when no `now` is given: `'redis'` (the default) or
-    /// `'local'`.
-    pub clock: Option<String>,
-    /// On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
-    /// that ids holding `{...}` spread over a Cluster's slots. Default `false`.
-    pub hash_ids: Option<bool>,
-    /// In memory: the most ids kept; past it, the least recently used are evicted (and start
-    /// afresh). Default: unbounded (idle ids are still dropped).
-    pub max_keys: Option<f64>,
 }
 
 counting_class!(
-    /// The precision sliding window, in memory or on Redis: the native engine under
-    /// `SlidingWindow` (see index.d.ts), which is the API to use.
-    JsSlidingWindow = "SlidingWindowEngine" over SlidingWindow, options "options: SlidingWindowOptions, store?: RedisStore | null");
+    "The precision sliding window, in memory or on Redis: the native engine under `SlidingWindow` (see index.d.ts), which is the API to use.",
+    JsSlidingWindow = "SlidingWindowEngine" over SlidingWindow, options "options: SlidingWindowOptions & EngineStoreOptions, store?: RedisStore | null");
 
 impl Counting for SlidingWindow {
     type State = Buckets;
@@ -103,18 +93,29 @@ impl Counting for SlidingWindow {
             .live_counts(self, now, into);
     }
 
-    fn judge(&self, ids: usize, counts: &[u64], weight: u64, now: Micros) -> Outcome<Verdict> {
+    fn judge(
+        &self,
+        ids: usize,
+        counts: &[u64],
+        weight: u64,
+        now: Micros,
+        charge: bool,
+    ) -> Outcome<Verdict> {
         let live = split_live(self, ids, counts).ok_or_else(|| {
             Failure::error(
                 ErrorCode::StoreError,
                 "the sliding window script answered the wrong number of counts",
             )
         })?;
-        Ok(SlidingWindow::judge(self, &live, weight, now))
+        Ok(SlidingWindow::judge(self, &live, weight, now, charge))
     }
 
     fn add(&self, state: &mut Buckets, weight: u64, now: Micros) {
         state.add(self, weight, now);
+    }
+
+    fn reward(&self, state: &mut Buckets, weight: u64, now: Micros) -> bool {
+        state.reward(self, weight, now)
     }
 
     fn forget(&self, state: &mut Buckets, now: Micros) {

@@ -8,10 +8,83 @@
 //! recently used eighth of the entries is evicted (found in one pass, so the cost per call stays
 //! constant on average). An evicted id starts afresh: its limit is forgotten, which is the price
 //! of the bound.
+//!
+//! An id is kept as its [`Key`], a 128-bit SipHash-1-3 of it under a secret drawn per store, not
+//! as its text: 16 bytes per id inline in the table whatever the id's length, no allocation per
+//! id, and one hash per call. Two ids share state only if their keys collide: with a secret key
+//! nobody can aim for that, and by chance it takes about 2^64 ids to expect one collision.
 
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 
-use crate::time::Micros;
+use siphasher::sip128::{Hasher128, SipHasher13};
+
+use crate::time::{Micros, CLOCK_SKEW};
+
+/// An id as the store keeps it (see the module's documentation); [`MemoryStore::key`] makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key(u64, u64);
+
+impl Hash for Key {
+    /// Half the key is already a uniform hash: the table takes it as is.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0);
+    }
+}
+
+/// The table's hasher: the [`Key`]'s own bits.
+#[derive(Default)]
+struct KeyBits(u64);
+
+impl Hasher for KeyBits {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `Key` is hashed, through `write_u64`; fold anything else in all the same.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, bits: u64) {
+        self.0 = bits;
+    }
+}
+
+/// What the store's methods take to name an id: its text, or its [`Key`] already made (a call
+/// that reads and writes the same id hashes it once).
+pub trait IdRef {
+    fn key_in(self, secret: &SipHasher13) -> Key;
+}
+
+impl IdRef for &str {
+    fn key_in(self, secret: &SipHasher13) -> Key {
+        let mut hasher = *secret;
+        hasher.write(self.as_bytes());
+        let hash = hasher.finish128();
+        Key(hash.h1, hash.h2)
+    }
+}
+
+impl IdRef for Key {
+    fn key_in(self, _secret: &SipHasher13) -> Key {
+        self
+    }
+}
+
+/// A SipHash-1-3 keyed with 128 fresh random bits (drawn from the standard library's per-process
+/// random hash keys).
+fn secret_hasher() -> SipHasher13 {
+    let random = RandomState::new();
+    SipHasher13::new_with_keys(random.hash_one(0u8), random.hash_one(1u8))
+}
+
+/// How often (by the clock of the calls) a map of at least [`MIN_SWEEP_SIZE`] entries is swept
+/// even if it has not grown: 10 s.
+const SWEEP_PERIOD: Micros = 10_000_000;
 
 /// The fewest entries at which a sweep runs.
 const MIN_SWEEP_SIZE: usize = 1024;
@@ -19,11 +92,15 @@ const MIN_SWEEP_SIZE: usize = 1024;
 /// Per-id state of one limiter, kept in this process.
 #[derive(Debug)]
 pub struct MemoryStore<S> {
-    entries: HashMap<Box<str>, Slot<S>>,
+    entries: HashMap<Key, Slot<S>, BuildHasherDefault<KeyBits>>,
+    /// Hashes ids into keys.
+    secret: SipHasher13,
     /// The map size at which the next sweep runs.
     sweep_at: usize,
     /// The latest instant seen, so that a sweep judges idleness by the newest clock reading.
     latest: Micros,
+    /// `latest` at the last sweep.
+    swept_at: Micros,
     /// The most entries kept, if bounded.
     max_keys: Option<usize>,
     /// Counts uses, to order entries by their last use.
@@ -50,10 +127,22 @@ impl<S: Default> MemoryStore<S> {
     ///
     /// `is_idle(state, now)` tells whether a state can be dropped: it is asked of every entry
     /// during a sweep.
-    pub fn entry(&mut self, id: &str, now: Micros, is_idle: impl Fn(&S, Micros) -> bool) -> &mut S {
+    pub fn entry(
+        &mut self,
+        id: impl IdRef,
+        now: Micros,
+        is_idle: impl Fn(&S, Micros) -> bool,
+    ) -> &mut S {
+        let key = self.key(id);
         self.latest = self.latest.max(now);
         self.uses += 1;
-        if !self.entries.contains_key(id) {
+        // A burst of ids gone idle is given back even when few new ids come to grow the map.
+        if self.entries.len() >= MIN_SWEEP_SIZE
+            && self.latest.saturating_sub(self.swept_at) >= SWEEP_PERIOD
+        {
+            self.sweep(&is_idle);
+        }
+        if !self.entries.contains_key(&key) {
             if self.entries.len() >= self.sweep_at {
                 self.sweep(&is_idle);
             }
@@ -67,9 +156,9 @@ impl<S: Default> MemoryStore<S> {
                 state: S::default(),
                 used: self.uses,
             };
-            self.entries.insert(id.into(), slot);
+            self.entries.insert(key, slot);
         }
-        let slot = self.entries.get_mut(id).expect("inserted above");
+        let slot = self.entries.get_mut(&key).expect("inserted above");
         slot.used = self.uses;
         &mut slot.state
     }
@@ -79,24 +168,32 @@ impl<S> MemoryStore<S> {
     /// A store of at most `max_keys` ids (unbounded with `None`).
     pub fn new(max_keys: Option<usize>) -> Self {
         Self {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
+            secret: secret_hasher(),
             sweep_at: MIN_SWEEP_SIZE,
             latest: Micros::MIN,
+            swept_at: Micros::MIN,
             max_keys,
             uses: 0,
             evicted: 0,
         }
     }
 
+    /// The key of `id` in this store: hash an id once for several calls.
+    pub fn key(&self, id: impl IdRef) -> Key {
+        id.key_in(&self.secret)
+    }
+
     /// The state of `id`, if it has one.
-    pub fn get(&self, id: &str) -> Option<&S> {
-        self.entries.get(id).map(|slot| &slot.state)
+    pub fn get(&self, id: impl IdRef) -> Option<&S> {
+        self.entries.get(&self.key(id)).map(|slot| &slot.state)
     }
 
     /// The state of `id`, if it has one, to change.
-    pub fn get_mut(&mut self, id: &str) -> Option<&mut S> {
+    pub fn get_mut(&mut self, id: impl IdRef) -> Option<&mut S> {
+        let key = self.key(id);
         self.uses += 1;
-        let slot = self.entries.get_mut(id)?;
+        let slot = self.entries.get_mut(&key)?;
         slot.used = self.uses;
         Some(&mut slot.state)
     }
@@ -121,8 +218,9 @@ impl<S> MemoryStore<S> {
     }
 
     /// Forgets `id`.
-    pub fn remove(&mut self, id: &str) {
-        self.entries.remove(id);
+    pub fn remove(&mut self, id: impl IdRef) {
+        let key = self.key(id);
+        self.entries.remove(&key);
     }
 
     /// How many ids have state.
@@ -135,8 +233,13 @@ impl<S> MemoryStore<S> {
     }
 
     /// Drops idle entries and gives memory back when the map has shrunk a lot.
+    ///
+    /// Idleness is judged [`CLOCK_SKEW`] before the newest instant seen: a call that far behind
+    /// (a host whose clock is behind) still finds the state it would find on Redis, whose keys
+    /// outlive their last write by as much.
     pub fn sweep(&mut self, is_idle: impl Fn(&S, Micros) -> bool) {
-        let latest = self.latest;
+        self.swept_at = self.latest;
+        let latest = self.latest.saturating_sub(CLOCK_SKEW);
         self.entries.retain(|_, slot| !is_idle(&slot.state, latest));
         self.shrink();
     }
@@ -172,21 +275,53 @@ mod tests {
     }
 
     #[test]
+    fn ids_are_keyed_by_a_secret_hash() {
+        let mut store = MemoryStore::<Until>::default();
+        let long = "x".repeat(1024);
+        store.entry("a", 0, idle).0 = 1;
+        store.entry(long.as_str(), 0, idle).0 = 2;
+        // A key made once names the same state as the id does.
+        let key = store.key("a");
+        assert_eq!(store.get(key).map(|s| s.0), Some(1));
+        assert_eq!(store.get(long.as_str()).map(|s| s.0), Some(2));
+        assert!(store.get("b").is_none() && store.get(&long[1..]).is_none());
+        // Each store draws its own secret: nobody can compute which ids collide.
+        assert_ne!(MemoryStore::<Until>::default().key("a"), key);
+    }
+
+    #[test]
     fn idle_entries_are_swept_as_the_map_grows() {
         let mut store = MemoryStore::<Until>::default();
-        // A million ids, each idle as soon as the clock moves on: the map never grows past
-        // twice the sweep threshold.
+        // A million ids, each idle as soon as the clock moves on (by more than the skew a late
+        // call may have): the map never grows past twice the sweep threshold.
         for i in 0..1_000_000i64 {
-            store.entry(&i.to_string(), i, idle).0 = i + 1;
+            let now = i * CLOCK_SKEW;
+            store.entry(i.to_string().as_str(), now, idle).0 = now + 1;
             assert!(store.len() <= 2 * MIN_SWEEP_SIZE);
         }
+    }
+
+    #[test]
+    fn a_burst_gone_idle_is_given_back_without_new_ids() {
+        let mut store = MemoryStore::<Until>::default();
+        for i in 0..100_000i64 {
+            store.entry(i.to_string().as_str(), 0, idle).0 = 1_000_000;
+        }
+        let capacity = store.entries.capacity();
+        // Then one id, called now and then: within a sweep period of the clock, the map is
+        // swept and shrunk though it never grew again.
+        for second in 0..=SWEEP_PERIOD / 1_000_000 + 2 {
+            store.entry("steady", second * 1_000_000, idle).0 = Micros::MAX;
+        }
+        assert_eq!(store.len(), 1);
+        assert!(store.entries.capacity() < capacity / 16, "capacity {}", store.entries.capacity());
     }
 
     #[test]
     fn max_keys_evicts_the_least_recently_used() {
         let mut store = MemoryStore::<Until>::new(Some(100));
         for i in 0..100i64 {
-            store.entry(&i.to_string(), 0, idle).0 = Micros::MAX;
+            store.entry(i.to_string().as_str(), 0, idle).0 = Micros::MAX;
         }
         // Id 0 is used again: the least recently used are now 1, 2, ...
         store.entry("0", 0, idle);
@@ -200,9 +335,9 @@ mod tests {
         // Idle entries go first, before any active one is evicted.
         let mut store = MemoryStore::<Until>::new(Some(10));
         for i in 0..10i64 {
-            store.entry(&i.to_string(), 0, idle).0 = if i < 5 { 0 } else { Micros::MAX };
+            store.entry(i.to_string().as_str(), 0, idle).0 = if i < 5 { 0 } else { Micros::MAX };
         }
-        store.entry("new", 1, idle);
+        store.entry("new", CLOCK_SKEW, idle);
         assert_eq!((store.len(), store.evicted()), (6, 0));
     }
 
@@ -210,17 +345,32 @@ mod tests {
     fn a_million_ids_stay_within_max_keys() {
         let mut store = MemoryStore::<Until>::new(Some(100_000));
         for i in 0..1_000_000i64 {
-            store.entry(&i.to_string(), 0, idle).0 = Micros::MAX;
+            store.entry(i.to_string().as_str(), 0, idle).0 = Micros::MAX;
             assert!(store.len() <= 100_000);
         }
         assert_eq!(store.evicted() + store.len() as u64, 1_000_000);
     }
 
     #[test]
+    fn a_sweep_keeps_what_a_call_a_little_behind_still_sees() {
+        // Regression: sweeps judged idleness at the newest instant seen, so a state idle then
+        // was dropped though a call from a host whose clock is behind (by less than the skew
+        // every Redis key's TTL allows) still counted it on Redis.
+        let mut store = MemoryStore::<Until>::default();
+        store.entry("a", 0, idle).0 = 10;
+        store.entry("b", CLOCK_SKEW + 9, idle);
+        store.sweep(idle);
+        assert!(store.get("a").is_some());
+        store.entry("c", CLOCK_SKEW + 10, idle);
+        store.sweep(idle);
+        assert!(store.get("a").is_none());
+    }
+
+    #[test]
     fn active_entries_survive_a_sweep() {
         let mut store = MemoryStore::<Until>::default();
         for i in 0..5000i64 {
-            store.entry(&i.to_string(), 0, idle).0 = Micros::MAX;
+            store.entry(i.to_string().as_str(), 0, idle).0 = Micros::MAX;
         }
         assert_eq!(store.len(), 5000);
         store.sweep(idle);

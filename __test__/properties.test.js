@@ -1,0 +1,119 @@
+'use strict'
+
+// Property tests (fast-check) of the window algorithms that came first: over random sequences of
+// (time step, id, weight, operation), memory and Redis give identical answers, and no interval
+// admits more than the algorithm's documented bound. (Each newer limiter has its own in its test
+// file.) RATEKEEPER_PROPERTY_RUNS raises the number of sequences.
+
+const { describe, it } = require('node:test')
+const assert = require('node:assert/strict')
+const fc = require('fast-check')
+
+const { FixedWindow, SlidingWindow, SlidingLog } = require('..')
+const { useRedisServer } = require('./helpers/redis-server.js')
+
+const redis = useRedisServer()
+const RUNS = Number(process.env.RATEKEEPER_PROPERTY_RUNS) || 40
+const T0 = 1_700_000_000_000
+let namespaceCounter = 0
+
+/**
+ * Random calls: time steps (backward by up to `back` ms now and then), ids among three, weights
+ * 1 to 4; with `refunds`, some calls are `reward` or `reset` (then the bound is not checked:
+ * refunds give capacity back).
+ */
+function callsArb({ maxStep, back }) {
+  const call = fc.record({
+    step: fc.oneof({ weight: 9, arbitrary: fc.integer({ min: 0, max: maxStep }) }, { weight: 1, arbitrary: fc.integer({ min: -back, max: 0 }) }),
+    id: fc.constantFrom('a', 'b', 'c'),
+    weight: fc.integer({ min: 1, max: 4 }),
+    op: fc.constantFrom('consume', 'consume', 'consume', 'peek', 'reward', 'reset'),
+  })
+  return fc.record({ refunds: fc.boolean(), calls: fc.array(call, { minLength: 10, maxLength: 60 }) })
+}
+
+/**
+ * Runs the calls on a fresh limiter in memory and one on Redis; asserts equal answers; returns
+ * the allowed consumes `{ at, id, weight }` (at in ms) when no refund was made.
+ */
+async function runBoth(create, { refunds, calls }) {
+  namespaceCounter += 1
+  const memory = create({})
+  const onRedis = create({ client: redis.server.url, namespace: `prop${namespaceCounter}:` })
+  const allowed = []
+  let now = T0
+  for (const [i, call] of calls.entries()) {
+    now = Math.max(T0, now + call.step)
+    const op = refunds ? call.op : call.op === 'peek' ? 'peek' : 'consume'
+    const run = (limiter) =>
+      op === 'reset' ? limiter.reset(call.id) : limiter[op](call.id, { now, weight: call.weight }).catch((error) => error.code)
+    const [a, b] = [await run(memory), await run(onRedis)]
+    assert.deepEqual(b, a, `call ${i} (${op} ${call.id} x${call.weight} at +${now - T0} ms)`)
+    if (op === 'consume' && a.allowed) allowed.push({ at: now, id: call.id, weight: call.weight })
+  }
+  return refunds ? null : allowed
+}
+
+/** The most weight one id got in any interval [t, t + length) that `starts` proposes. */
+function mostIn(allowed, length, starts = (entry) => [entry.at]) {
+  let most = 0
+  for (const id of ['a', 'b', 'c']) {
+    const mine = allowed.filter((entry) => entry.id === id)
+    for (const entry of mine) {
+      for (const start of starts(entry)) {
+        const sum = mine.filter((e) => e.at >= start && e.at < start + length).reduce((s, e) => s + e.weight, 0)
+        most = Math.max(most, sum)
+      }
+    }
+  }
+  return most
+}
+
+describe('properties', () => {
+  it('fixed window: stores agree; each aligned window admits at most its limit, any interval of its length twice that', async () => {
+    const create = (o) => new FixedWindow({ limits: [{ duration: 1000, limit: 6 }], ...o })
+    await fc.assert(
+      fc.asyncProperty(callsArb({ maxStep: 300, back: 400 }), async (sequence) => {
+        const allowed = await runBoth(create, sequence)
+        if (!allowed) return
+        // Calls that came late count in the newer window they find, so the bound is per window
+        // of arrival order, not of their own `now`: check the sliding bound, which holds anyway.
+        assert.ok(mostIn(allowed, 1000) <= 12, 'any 1 s')
+        const inOrder = allowed.every((e, i) => i === 0 || e.at >= allowed[i - 1].at)
+        if (inOrder) {
+          const aligned = mostIn(allowed, 1000, (e) => [Math.floor(e.at / 1000) * 1000])
+          assert.ok(aligned <= 6, `an aligned window admitted ${aligned}`)
+        }
+      }),
+      { numRuns: RUNS },
+    )
+  })
+
+  it('precision sliding window: stores agree; any run of `buckets` buckets admits at most the limit', async () => {
+    // 6 per second in buckets of 200 ms: any 5 consecutive buckets hold at most 6.
+    const create = (o) => new SlidingWindow({ limits: [{ duration: 1000, limit: 6, precision: 200 }], ...o })
+    await fc.assert(
+      fc.asyncProperty(callsArb({ maxStep: 300, back: 0 }), async (sequence) => {
+        const allowed = await runBoth(create, sequence)
+        if (!allowed) return
+        const most = mostIn(allowed, 1000, (e) => [Math.floor(e.at / 200) * 200])
+        assert.ok(most <= 6, `5 buckets admitted ${most}`)
+      }),
+      { numRuns: RUNS },
+    )
+  })
+
+  it('sliding log: stores agree; any interval of its length admits at most maxInInterval', async () => {
+    const create = (o) => new SlidingLog({ interval: 1000, maxInInterval: 6, minDifference: 20, ...o })
+    await fc.assert(
+      fc.asyncProperty(callsArb({ maxStep: 300, back: 400 }), async (sequence) => {
+        const allowed = await runBoth(create, sequence)
+        if (!allowed) return
+        // The log holds actions by their time: (t - 1000, t] for every t, late ones included.
+        const most = mostIn(allowed, 1000, (e) => [e.at - 999])
+        assert.ok(most <= 6, `an interval of 1 s admitted ${most}`)
+      }),
+      { numRuns: RUNS },
+    )
+  })
+})

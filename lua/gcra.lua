@@ -1,0 +1,75 @@
+-- The generic cell rate algorithm (src/gcra.rs) on Redis, for one or many calls at once.
+-- (After lua/prelude.lua, which gives it now_of(), whole() and each_counting_call().)
+--
+-- redis-cell's layout: one plain string per identifier, at namespace + id, holding its
+-- theoretical arrival time (TAT) in whole microseconds; a TAT at or before now, like a missing
+-- key, is an empty identifier. A weight w costs w * T: it is allowed when
+-- max(tat, now) + w * T - tau <= now, and then the TAT moves there. A call judges every
+-- identifier first and charges them all only when all admit it. Every write sets the key's TTL
+-- to its TAT plus a second (the key lives as long as it matters, as in redis-cell).
+--
+-- ARGV[1]   T, the emission interval in microseconds (what a weight of 1 costs)
+-- ARGV[2]   burst, the most weight admitted at once
+-- ARGV[3]   tau = T * burst, in microseconds
+-- ARGV[4]   "consume" to charge an allowed call, "peek" to only look, "reward" to move the TAT
+--           back by weight * T (the key is deleted when that is at or before now; an identifier
+--           without a key gets none)
+-- ARGV[5]   the longest TTL of a key in milliseconds (tau plus a second; unused: each key gets
+--           its own)
+-- then per call: its number of identifiers N, its now (microseconds; "" for the server's clock)
+-- and its weight
+-- KEYS      per call, the strings of its N identifiers
+--
+-- Reply: per call, { now, tats... }: the N stored TATs (0 for none) before this call (after it
+-- for "reward"), or the error message (a string) of a call that failed alone.
+-- src/gcra.rs judges from them as this script decided.
+--
+-- Exactness: every number is a whole number below 2^53. A TAT is at most a now (< 4e15) plus
+-- tau (<= 1e15), and a charge adds at most tau; a refund's weight * T may be larger (any weight
+-- up to 1e15), but then it is at least 2^53 in doubles too, larger than any TAT: the key is
+-- deleted, as the exact arithmetic says.
+
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local tau = tonumber(ARGV[3])
+local mode = ARGV[4]
+
+-- Writes a TAT, with a TTL of the time until it is reached plus a second.
+local function store(key, tat, now)
+  redis.call('SET', key, tat, 'PX', math.ceil((tat - now) / 1000) + 1000)
+end
+
+local function judge(first_key, id_count, now, weight)
+  local answer, tats, allowed = { now }, {}, weight <= burst
+  for i = 1, id_count do
+    local key = KEYS[first_key + i - 1]
+    local tat = whole(key, 'a TAT', redis.call('GET', key))
+    tats[i] = tat
+    answer[i + 1] = tat or 0
+    if allowed and math.max(tat or 0, now) + weight * interval - tau > now then
+      allowed = false
+    end
+  end
+  if mode == 'reward' then
+    for i = 1, id_count do
+      local key, tat = KEYS[first_key + i - 1], tats[i]
+      if tat then
+        local left = tat - weight * interval
+        if left > now then
+          store(key, left, now)
+          answer[i + 1] = left
+        else
+          redis.call('DEL', key)
+          answer[i + 1] = 0
+        end
+      end
+    end
+  elseif mode == 'consume' and allowed then
+    for i = 1, id_count do
+      store(KEYS[first_key + i - 1], math.max(tats[i] or 0, now) + weight * interval, now)
+    end
+  end
+  return answer
+end
+
+return each_counting_call(6, judge)

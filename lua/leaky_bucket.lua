@@ -1,0 +1,97 @@
+-- The leaky bucket as a meter (src/leaky_bucket.rs) on Redis, for one or many calls at once.
+-- (After lua/prelude.lua, which gives it now_of(), whole_pair() and each_counting_call().)
+--
+-- The layout is the seed's: one hash per identifier, at namespace + id, with `level` (the weight
+-- in the bucket) and `ts` (microseconds: the instant of its last leak, or of its start). Leaks
+-- happen at ts + k * interval; a drain moves ts by whole intervals only, so the phase is kept. A
+-- bucket that drains to empty is forgotten: the next allowed call starts one at its own now. A
+-- late call (now before ts) drains nothing. A call is allowed when every identifier's bucket,
+-- drained to now, has room for its weight; only allowed calls fill the buckets.
+--
+-- Every number stays a whole number below 2^53, exact in a double: levels and weights are at most
+-- 1e15 (foreign levels below 2^53), instants below 2^53; leaks = floor(elapsed / interval) is
+-- exact for such integers, leaks * interval <= elapsed, and leaks * leak_amount < level when the
+-- bucket does not empty.
+--
+-- ARGV[1]      the capacity
+-- ARGV[2]      the leak amount
+-- ARGV[3]      the leak interval (microseconds)
+-- ARGV[4]      "consume" to fill the buckets for an allowed call, "peek" to only look, "reward" to
+--              take the weight out of each bucket drained to now (never below 0; an identifier
+--              without a hash gets none; an emptied bucket is deleted)
+-- ARGV[5]      the TTL of a hash, in milliseconds (the time a full bucket takes to drain, plus a
+--              second), set on every write
+-- then per call: its number of identifiers N, its now (microseconds; "" for the server's clock)
+--              and its weight
+-- KEYS         per call, the hashes of its N identifiers
+--
+-- Reply: per call, { now, level, ts, level, ts, ... }: each identifier's bucket drained to now
+-- (before this call; after it for "reward"), level 0 and ts = now for an empty one; or the error
+-- message (a string) of a call that failed alone. src/leaky_bucket.rs judges from them as this
+-- script decided.
+
+local capacity = tonumber(ARGV[1])
+local leak_amount = tonumber(ARGV[2])
+local interval = tonumber(ARGV[3])
+local mode = ARGV[4]
+local ttl = tonumber(ARGV[5])
+
+-- The bucket (level, ts) at now: the leaks due since ts taken out (Bucket::at in Rust).
+local function drained(level, ts, now)
+  if level == 0 then
+    return 0, now
+  end
+  local elapsed = now - ts
+  if elapsed < interval then
+    return level, ts
+  end
+  local leaks = math.floor(elapsed / interval)
+  if leaks >= math.ceil(level / leak_amount) then
+    return 0, now
+  end
+  return level - leaks * leak_amount, ts + leaks * interval
+end
+
+local function write(key, level, ts)
+  redis.call('HSET', key, 'level', level, 'ts', ts)
+  redis.call('PEXPIRE', key, ttl)
+end
+
+local function judge(first_key, id_count, now, weight)
+  local answer, allowed, found = { now }, weight <= capacity, {}
+  for i = 0, id_count - 1 do
+    local key = KEYS[first_key + i]
+    local level, ts = whole_pair(key, 'level', 'ts')
+    found[i] = level ~= nil
+    level, ts = drained(level or 0, ts or now, now)
+    answer[2 * i + 2], answer[2 * i + 3] = level, ts
+    if level + weight > capacity then
+      allowed = false
+    end
+  end
+  if mode == 'reward' then
+    for i = 0, id_count - 1 do
+      if found[i] then
+        local key, level = KEYS[first_key + i], math.max(0, answer[2 * i + 2] - weight)
+        answer[2 * i + 2] = level
+        if level == 0 then
+          answer[2 * i + 3] = now
+          redis.call('DEL', key)
+        else
+          write(key, level, answer[2 * i + 3])
+        end
+      end
+    end
+  elseif mode == 'consume' and allowed then
+    for i = 0, id_count - 1 do
+      local level, ts = answer[2 * i + 2], answer[2 * i + 3]
+      if level == 0 then
+        ts = now
+      end
+      write(KEYS[first_key + i], level + weight, ts)
+    end
+  end
+  return answer
+end
+
+return each_counting_call(6, judge)

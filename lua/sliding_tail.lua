@@ -1,0 +1,188 @@
+-- The sliding tail (src/sliding_tail.rs) on Redis, for one or many calls at once.
+-- (After lua/prelude.lua, which gives it now_of(), each_counting_call(), whole(), corrupt() and
+-- check_fields().)
+--
+-- One hash per identifier, at namespace + id, holds every limit's counters: field `<duration>`
+-- the count of the window `<duration>:w` (floor(now / duration), aligned to the clock), field
+-- `<duration>:p` the count of the window before it. As of now, counters one window old move on
+-- (the count becomes the previous count), older ones count 0, and counters in a window newer than
+-- now's (written by a host whose clock is ahead) stay in it and are judged at its start. The
+-- weighted count is floor(previous * rem / duration) + current, rem = the part of the previous
+-- window still inside the sliding window (the whole duration at a window's start). A call of
+-- weight w is allowed when weighted + w <= limit for every limit of every identifier; only
+-- allowed calls count.
+--
+-- ARGV[1]              L, the number of limits
+-- ARGV[2j], ARGV[2j+1] limit j's duration (microseconds) and limit (j = 1..L)
+-- ARGV[2L+2]           "consume" to count an allowed call, "peek" to only look, "reward" to give
+--                      the weight back, from the current count first, then the previous one
+--                      (never below 0; an identifier without a hash gets none)
+-- ARGV[2L+3]           the TTL of a hash, in milliseconds (twice the longest duration, plus a
+--                      second), set on every write; longer after a write in a window ahead of now
+-- then per call:       its number of identifiers N, its now (microseconds; "" for the server's
+--                      clock) and its weight
+-- KEYS                 per call, the hashes of its N identifiers
+--
+-- Reply: per call, { now, counts... } with, per identifier and limit (identifier-major), the
+-- window, current and previous counts as of now, before this call (after it for "reward"); or
+-- the error message (a string) of a call that failed alone. src/sliding_tail.rs judges from
+-- them as this script decided.
+
+local limit_count = tonumber(ARGV[1])
+local durations, limits, fields = {}, {}, {}
+for j = 1, limit_count do
+  durations[j] = tonumber(ARGV[2 * j])
+  limits[j] = tonumber(ARGV[2 * j + 1])
+  fields[3 * j - 2] = ARGV[2 * j]
+  fields[3 * j - 1] = ARGV[2 * j] .. ':p'
+  fields[3 * j] = ARGV[2 * j] .. ':w'
+end
+local mode = ARGV[2 * limit_count + 2]
+local ttl = tonumber(ARGV[2 * limit_count + 3])
+local EXACT = 9007199254740992 -- 2^53
+
+-- The hash's fields are limits' counts, previous counts and windows (also of other limiters that
+-- share the namespace, with other durations).
+local function tail_field(name)
+  return string.match(name, '^%d+$') or string.match(name, '^%d+:p$') or string.match(name, '^%d+:w$')
+end
+
+-- a * b for whole a, b below 2^53, exactly: five limbs of 24 bits, least significant first.
+-- Every partial product is below 2^48 and every column sum below 2^51, so doubles hold them.
+local LIMB = 16777216
+local function product(a, b)
+  local x, y = {}, {}
+  for i = 1, 3 do
+    x[i], y[i] = a % LIMB, b % LIMB
+    a, b = (a - x[i]) / LIMB, (b - y[i]) / LIMB
+  end
+  local limbs, carry = {}, 0
+  for i = 1, 5 do
+    local sum = carry
+    for k = math.max(1, i - 2), math.min(i, 3) do
+      sum = sum + x[k] * y[i + 1 - k]
+    end
+    limbs[i] = sum % LIMB
+    carry = (sum - limbs[i]) / LIMB
+  end
+  return limbs
+end
+
+-- Whether a * b < c * d, exactly, for whole numbers below 2^53 (the products may not be).
+local function product_less(a, b, c, d)
+  local p, q = product(a, b), product(c, d)
+  for i = 5, 1, -1 do
+    if p[i] ~= q[i] then
+      return p[i] < q[i]
+    end
+  end
+  return false
+end
+
+-- Limit j's counters as of now: window, current, previous. Empty counters sit in now's window,
+-- so that they read exactly as none (see Tail::at in src/sliding_tail.rs).
+local function tail_at(key, j, stored, now_window)
+  local current = whole(key, fields[3 * j - 2], stored[3 * j - 2]) or 0
+  local previous = whole(key, fields[3 * j - 1], stored[3 * j - 1]) or 0
+  local window = whole(key, fields[3 * j], stored[3 * j])
+  if not window then
+    current, previous = 0, 0
+  elseif window * durations[j] >= EXACT then
+    corrupt(key, 'holds ' .. fields[3 * j] .. ' = ' .. stored[3 * j] .. ', a window out of range')
+  elseif window == now_window - 1 then
+    window, current, previous = now_window, 0, current
+  elseif window < now_window - 1 then
+    current, previous = 0, 0
+  end
+  if current == 0 and previous == 0 then
+    window = now_window
+  end
+  return window, current, previous
+end
+
+-- The TTL of a hash written at now with these windows: the shared one, or longer for counters in
+-- a window ahead of now, which matter until two windows after theirs.
+local function ttl_of(now, windows, now_windows)
+  local longest = ttl
+  for j = 1, limit_count do
+    if windows[j] > now_windows[j] then
+      local until_ms = math.ceil((windows[j] * durations[j] - now + 2 * durations[j]) / 1000) + 1000
+      longest = math.max(longest, until_ms)
+    end
+  end
+  return longest
+end
+
+local function judge(first_key, id_count, now, weight)
+  local answer, allowed, now_windows, found = { now }, true, {}, {}
+  for j = 1, limit_count do
+    now_windows[j] = math.floor(now / durations[j])
+  end
+  for i = 0, id_count - 1 do
+    local key = KEYS[first_key + i]
+    local stored = redis.call('HMGET', key, unpack(fields))
+    found[i] = 0
+    for f = 1, 3 * limit_count do
+      if stored[f] then
+        found[i] = found[i] + 1
+      end
+    end
+    for j = 1, limit_count do
+      local window, current, previous = tail_at(key, j, stored, now_windows[j])
+      answer[#answer + 1] = window
+      answer[#answer + 1] = current
+      answer[#answer + 1] = previous
+      -- A late call (window ahead of now) is judged at the window's start: all of rem.
+      local rem = durations[j]
+      if window == now_windows[j] then
+        rem = durations[j] - (now - window * durations[j])
+      end
+      -- floor(previous * rem / duration) <= spare, exactly.
+      local spare = limits[j] - current - weight
+      if spare < 0 or not product_less(previous, rem, spare + 1, durations[j]) then
+        allowed = false
+      end
+    end
+  end
+  for i = 0, id_count - 1 do
+    check_fields(KEYS[first_key + i], found[i], tail_field)
+  end
+  -- The counters to write: those of the answer (after the refund, or with the weight counted).
+  local writing = (mode == 'reward') or (mode == 'consume' and allowed)
+  if not writing then
+    return answer
+  end
+  for i = 0, id_count - 1 do
+    local key = KEYS[first_key + i]
+    if mode == 'consume' or found[i] > 0 then
+      local values, windows = {}, {}
+      for j = 1, limit_count do
+        local at = 2 + 3 * (i * limit_count + j - 1)
+        if mode == 'reward' then
+          local from_current = math.min(weight, answer[at + 1])
+          answer[at + 1] = answer[at + 1] - from_current
+          answer[at + 2] = math.max(0, answer[at + 2] - (weight - from_current))
+          if answer[at + 1] == 0 and answer[at + 2] == 0 then
+            answer[at] = now_windows[j]
+          end
+        end
+        local current = answer[at + 1]
+        if mode == 'consume' then
+          current = current + weight
+        end
+        windows[j] = answer[at]
+        values[#values + 1] = fields[3 * j - 2]
+        values[#values + 1] = current
+        values[#values + 1] = fields[3 * j - 1]
+        values[#values + 1] = answer[at + 2]
+        values[#values + 1] = fields[3 * j]
+        values[#values + 1] = answer[at]
+      end
+      redis.call('HSET', key, unpack(values))
+      redis.call('PEXPIRE', key, ttl_of(now, windows, now_windows))
+    end
+  end
+  return answer
+end
+
+return each_counting_call(2 * limit_count + 4, judge)
