@@ -1,6 +1,6 @@
 -- The sliding tail (src/sliding_tail.rs) on Redis, for one or many calls at once.
 -- (After lua/prelude.lua, which gives it now_of(), each_counting_call(), whole(), corrupt() and
--- check_fields().)
+-- read_fields().)
 --
 -- One hash per identifier, at namespace + id, holds every limit's counters: field `<duration>`
 -- the count of the window `<duration>:w` (floor(now / duration), aligned to the clock), field
@@ -29,13 +29,18 @@
 -- them as this script decided.
 
 local limit_count = tonumber(ARGV[1])
-local durations, limits, fields = {}, {}, {}
+-- Limit j's fields, at slots 3j - 2 (current count), 3j - 1 (previous count) and 3j (window) of
+-- what read_fields() reads.
+local durations, limits, fields, slot_of = {}, {}, {}, {}
 for j = 1, limit_count do
   durations[j] = tonumber(ARGV[2 * j])
   limits[j] = tonumber(ARGV[2 * j + 1])
   fields[3 * j - 2] = ARGV[2 * j]
   fields[3 * j - 1] = ARGV[2 * j] .. ':p'
   fields[3 * j] = ARGV[2 * j] .. ':w'
+  for slot = 3 * j - 2, 3 * j do
+    slot_of[fields[slot]] = slot
+  end
 end
 local mode = ARGV[2 * limit_count + 2]
 local ttl = tonumber(ARGV[2 * limit_count + 3])
@@ -82,13 +87,11 @@ end
 -- Limit j's counters as of now: window, current, previous. Empty counters sit in now's window,
 -- so that they read exactly as none (see Tail::at in src/sliding_tail.rs).
 local function tail_at(key, j, stored, now_window)
-  local current = whole(key, fields[3 * j - 2], stored[3 * j - 2]) or 0
-  local previous = whole(key, fields[3 * j - 1], stored[3 * j - 1]) or 0
-  local window = whole(key, fields[3 * j], stored[3 * j])
+  local current, previous, window = stored[3 * j - 2] or 0, stored[3 * j - 1] or 0, stored[3 * j]
   if not window then
     current, previous = 0, 0
   elseif window * durations[j] >= EXACT then
-    corrupt(key, 'holds ' .. fields[3 * j] .. ' = ' .. stored[3 * j] .. ', a window out of range')
+    corrupt(key, 'holds ' .. fields[3 * j] .. ' = ' .. string.format('%d', window) .. ', a window out of range')
   elseif window == now_window - 1 then
     window, current, previous = now_window, 0, current
   elseif window < now_window - 1 then
@@ -113,6 +116,9 @@ local function ttl_of(now, windows, now_windows)
   return longest
 end
 
+-- An identifier's stored fields as read_fields() reads them (reused by every identifier).
+local stored = {}
+
 local function judge(first_key, id_count, now, weight)
   local answer, allowed, now_windows, found = { now }, true, {}, {}
   for j = 1, limit_count do
@@ -120,13 +126,7 @@ local function judge(first_key, id_count, now, weight)
   end
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
-    local stored = redis.call('HMGET', key, unpack(fields))
-    found[i] = 0
-    for f = 1, 3 * limit_count do
-      if stored[f] then
-        found[i] = found[i] + 1
-      end
-    end
+    found[i] = read_fields(key, slot_of, 3 * limit_count, stored, tail_field)
     for j = 1, limit_count do
       local window, current, previous = tail_at(key, j, stored, now_windows[j])
       answer[#answer + 1] = window
@@ -143,9 +143,6 @@ local function judge(first_key, id_count, now, weight)
         allowed = false
       end
     end
-  end
-  for i = 0, id_count - 1 do
-    check_fields(KEYS[first_key + i], found[i], tail_field)
   end
   -- The counters to write: those of the answer (after the refund, or with the weight counted).
   local writing = (mode == 'reward') or (mode == 'consume' and allowed)
