@@ -374,6 +374,17 @@ declare namespace RateLimiter {
   }
 
   /**
+   * The callback of a {@link LimiterFunction}: `callback(err)` when the call failed, else
+   * `callback(null, timeLeft, actionsLeft)` (`timeLeft` 0 when the action is allowed). TypeScript
+   * narrows `timeLeft` to a number once `err` is checked.
+   *
+   * ```js
+   * limiter(userId, (err, timeLeft, actionsLeft) => (err ? log(err) : timeLeft > 0 ? wait(timeLeft) : go(actionsLeft)))
+   * ```
+   */
+  export type LimiterCallback = (...args: [err: Error, timeLeft: undefined, actionsLeft: undefined] | [err: null, timeLeft: number, actionsLeft: number]) => void
+
+  /**
    * The limiter function of the original callback API: attempts an action for `id` (or for the one
    * global limit when `id` is omitted) and resolves `timeLeft`, the milliseconds until an action
    * would be allowed (`0` when this one is). Given a callback, it also calls
@@ -391,8 +402,8 @@ declare namespace RateLimiter {
    * ```
    */
   export interface LimiterFunction {
-    (id?: Id, callback?: (err: Error | null, timeLeft?: number, actionsLeft?: number) => void): Promise<number | undefined>
-    (callback: (err: Error | null, timeLeft?: number, actionsLeft?: number) => void): Promise<number | undefined>
+    (id?: Id, callback?: LimiterCallback): Promise<number | undefined>
+    (callback: LimiterCallback): Promise<number | undefined>
     /** The class instance underneath. */
     readonly limiter: InMemoryRateLimiter | RedisRateLimiter
   }
@@ -1044,6 +1055,23 @@ declare namespace RateLimiter {
 }
 
 export = RateLimiter
+
+declare global {
+  namespace Express {
+    interface Request {
+      /**
+       * The answer of ratekeeper's `rateLimit` middleware for this request (`allowed`, `timeLeft`,
+       * `remaining`, `limit`, `resetAfter`, and `key`), under its default `requestPropertyName`;
+       * `undefined` on a route the middleware does not cover.
+       *
+       * ```js
+       * app.get('/user', (req, res) => res.json({ left: req.rateLimit?.remaining }))
+       * ```
+       */
+      rateLimit?: RateLimiter.RateLimitAnswer
+    }
+  }
+}
 
 declare module './binding' {
   interface RedisStore {

@@ -29,7 +29,7 @@ describe('the type declarations compile and match the documented usage', () => {
   })
 
   it('module: nodenext, as ES modules and as CommonJS, importing the package by its name', () => {
-    const inputs = files('.ts', '.mts', '.cts', '.cjs')
+    const inputs = files('.ts', '.mts', '.cts', '.cjs', '.mjs')
     assert.ok(inputs.some((file) => file.endsWith('.mts')) && inputs.some((file) => file.endsWith('.cts')), inputs.join())
     tsc(['--module', 'nodenext', '--allowJs', '--checkJs'], inputs)
   })
