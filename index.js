@@ -10,28 +10,18 @@
  */
 
 const { RedisStore } = require('./lib/native.js')
+// rolling-rate-limiter's 0.4 API (RateLimiter, SlidingLog, InMemoryRateLimiter, RedisRateLimiter
+// and its aliases) and the six counting limiters, each module exporting exactly those.
 const rollingRateLimiter = require('./lib/rolling-rate-limiter.js')
+const countingLimiters = require('./lib/counting.js')
 const { rateLimit } = require('./lib/express.js')
-const { FixedWindow, SlidingWindow, SlidingTail, LeakyBucket, TokenBucket, Gcra } = require('./lib/counting.js')
 const { createRateLimit, createClient, use } = require('./lib/redback.js')
 
-const { RateLimiter, SlidingLog, InMemoryRateLimiter, RedisRateLimiter, NodeRedisRateLimiter, IORedisRateLimiter } = rollingRateLimiter
+const { RateLimiter } = rollingRateLimiter
 
 module.exports = RateLimiter
-Object.assign(module.exports, {
-  RateLimiter,
-  SlidingLog,
-  InMemoryRateLimiter,
-  RedisRateLimiter,
-  NodeRedisRateLimiter,
-  IORedisRateLimiter,
+Object.assign(module.exports, rollingRateLimiter, countingLimiters, {
   RedisStore,
-  FixedWindow,
-  SlidingWindow,
-  SlidingTail,
-  LeakyBucket,
-  TokenBucket,
-  Gcra,
   createRateLimit,
   createClient,
   use,
