@@ -3,7 +3,12 @@
 // documented limiter on both stores (Redis at REDIS_URL), the middleware behind Express, and
 // `wait()`. Plain JavaScript with no test runner, so that every runtime runs it as it is; prints
 // one line per check and `N passed, N failed`, and exits 1 when a check failed.
-import RateLimiter, { RateLimiter as RateLimiterClass, SlidingLog, FixedWindow, SlidingWindow, SlidingTail, LeakyBucket, TokenBucket, Gcra, RedisStore, createRateLimit, rateLimit } from 'ratekeeper'
+// Every documented export by name: a name missing from the ESM entry fails the import itself.
+import RateLimiter, {
+  RateLimiter as RateLimiterClass, SlidingLog, InMemoryRateLimiter, RedisRateLimiter, NodeRedisRateLimiter, IORedisRateLimiter,
+  FixedWindow, SlidingWindow, SlidingTail, LeakyBucket, TokenBucket, Gcra, RedisStore, createRateLimit, createClient, use, rateLimit,
+  getCurrentMicroseconds, millisecondsToMicroseconds, microsecondsToMilliseconds, microsecondsToSeconds,
+} from 'ratekeeper'
 import { Store } from 'ratekeeper/express-rate-limit'
 import { createRequire } from 'node:module'
 import assert from 'node:assert/strict'
@@ -42,7 +47,9 @@ const check = (name, fn) => checks.push([name, fn])
 check('import and require give the same objects', () => {
   const required = createRequire(import.meta.url)('ratekeeper')
   assert.equal(required, RateLimiter)
-  assert.equal(required.FixedWindow, FixedWindow)
+  const imported = { RateLimiter: RateLimiterClass, SlidingLog, InMemoryRateLimiter, RedisRateLimiter, NodeRedisRateLimiter, IORedisRateLimiter, FixedWindow, SlidingWindow, SlidingTail, LeakyBucket, TokenBucket, Gcra, RedisStore, createRateLimit, createClient, use, rateLimit, getCurrentMicroseconds, millisecondsToMicroseconds, microsecondsToMilliseconds, microsecondsToSeconds }
+  for (const [name, value] of Object.entries(imported)) assert.ok(typeof value === 'function' && value === required[name], name)
+  assert.equal(microsecondsToSeconds(millisecondsToMicroseconds(1500)), 2)
   assert.equal(createRequire(import.meta.url)('ratekeeper/express-rate-limit').Store, Store)
 })
 
