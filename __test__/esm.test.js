@@ -16,8 +16,8 @@ const root = path.join(__dirname, '..')
 function documentedValues() {
   const declarations = fs.readFileSync(path.join(root, 'index.d.ts'), 'utf8')
   const native = fs.readFileSync(path.join(root, 'binding.d.ts'), 'utf8')
-  const names = [...declarations.matchAll(/^ {2}export (?:const|function|class) (\w+)/gm)].map((m) => m[1])
-  for (const [, name, target] of declarations.matchAll(/^ {2}export import (\w+) = binding\.(\w+)/gm)) {
+  const names = [...declarations.matchAll(/^export (?:const|function|class) (\w+)/gm)].map((m) => m[1])
+  for (const [, name, target] of declarations.matchAll(/^export import (\w+) = binding\.(\w+)/gm)) {
     if (new RegExp(`^export declare (?:class|function|const) ${target}\\b`, 'm').test(native)) names.push(name)
   }
   return [...new Set(names)].sort()
