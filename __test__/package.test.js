@@ -18,6 +18,16 @@ const PLATFORM = 'linux-x64-gnu'
 const BINARY = `ratekeeper.${PLATFORM}.node`
 const supported = process.platform === 'linux' && process.arch === 'x64' && fs.existsSync(path.join(root, BINARY))
 
+/**
+ * The environment of a new user's shell: no Rust on the PATH, and none of the npm_* variables
+ * `npm test` sets (npm_config_local_prefix would point every npm below at this checkout).
+ */
+const userEnv = () => ({
+  ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_/i.test(name) && name !== 'NAPI_RS_NATIVE_LIBRARY_PATH')),
+  PATH: pathWithoutRust(),
+  npm_config_update_notifier: 'false',
+})
+
 /** PATH without any directory holding cargo or rustc. */
 const pathWithoutRust = () =>
   process.env.PATH.split(path.delimiter)
@@ -33,7 +43,7 @@ function run(command, args, options) {
 
 /** `npm pack` of `dir` into `destination` (scripts off: `prepare` would build): the tarball and its files. */
 function pack(dir, destination) {
-  const [{ filename, files }] = JSON.parse(run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', destination], { cwd: dir }))
+  const [{ filename, files }] = JSON.parse(run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', destination], { cwd: dir, env: userEnv() }))
   return { tarball: path.join(destination, filename), files: files.map((file) => file.path).sort() }
 }
 
@@ -48,7 +58,8 @@ const server = app.listen(0, '127.0.0.1', () => console.log(server.address().por
 `
 
 describe('the packed package', { skip: !supported && `no ${BINARY} built here` }, () => {
-  let dir, rootPack, platformPack, env
+  const env = userEnv()
+  let dir, rootPack, platformPack
   before(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ratekeeper-pack-'))
     rootPack = pack(root, dir)
@@ -56,8 +67,6 @@ describe('the packed package', { skip: !supported && `no ${BINARY} built here` }
     fs.cpSync(path.join(root, 'npm', PLATFORM), platformDir, { recursive: true })
     fs.copyFileSync(path.join(root, BINARY), path.join(platformDir, BINARY))
     platformPack = pack(platformDir, dir)
-    env = { ...process.env, PATH: pathWithoutRust(), npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' }
-    delete env.NAPI_RS_NATIVE_LIBRARY_PATH
   })
   after(() => fs.rmSync(dir, { recursive: true, force: true }))
 
