@@ -1,13 +1,44 @@
 // ratekeeper: fast, correct, distributed rate limiting on Redis or in memory.
 //
-// The native classes (RedisStore, RollingWindow) and their option types are documented in
-// binding.d.ts, generated from the Rust doc comments. This file documents the JavaScript layer:
+// The native RedisStore and its option types are documented in binding.d.ts, generated from the
+// Rust doc comments (its engine classes are internal: not exported). This file documents the JavaScript layer:
 // rolling-rate-limiter's API (0.4 classes and the original callback form) and the Express
 // middleware.
+//
+// `module.exports` is the callback API's `RateLimiter` with every other export as a property, so
+// these declarations say `export =`: the function, merged with the namespace of the rest. That
+// describes `import RateLimiter = require('ratekeeper')` (callable), `import RateLimiter, { FixedWindow }
+// from 'ratekeeper'` in ESM (index.mjs) and under `esModuleInterop` alike.
 
-import type { LogEntry, RedisOptions, RedisStore, RollingWindow } from './binding'
+import binding = require('./binding')
+import type { RollingWindow } from './binding'
 
-export * from './binding'
+/**
+ * The original callback API: `RateLimiter(options)` returns a {@link RateLimiter.LimiterFunction}
+ * (the default export, and `module.exports` itself). `new RateLimiter.RateLimiter(...)` is the 0.4 class.
+ *
+ * ```js
+ * const RateLimiter = require('ratekeeper') // or: import RateLimiter from 'ratekeeper'
+ * const limiter = RateLimiter({ interval: 1000, maxInInterval: 10, redis: 'redis://127.0.0.1:6379' })
+ * const timeLeft = await limiter(userId) // 0: allowed
+ * ```
+ */
+declare function RateLimiter(options: RateLimiter.CallbackLimiterOptions): RateLimiter.LimiterFunction
+
+// The namespace of every other export. (Its body is not indented: the declarations keep their history.)
+declare namespace RateLimiter {
+/** Redis connections shared by limiters: see binding.d.ts. Default: each limiter opens its own. */
+export import RedisStore = binding.RedisStore
+/** How to reach Redis (a URL, a host and port, a Cluster, TLS): see binding.d.ts. */
+export import RedisOptions = binding.RedisOptions
+/** TLS options (`ca`, `cert`, `key`, `servername`, `rejectUnauthorized`): see binding.d.ts. */
+export import RedisTlsOptions = binding.RedisTlsOptions
+/** What `store.stats()` answers. */
+export import RedisStoreStats = binding.RedisStoreStats
+/** Failed calls by error code, in {@link RedisStoreStats}. */
+export import StoreFailures = binding.StoreFailures
+/** One action of a sliding log: `{ at, meta }`, from `entries(id)`. */
+export import LogEntry = binding.LogEntry
 
 /** An id: a non-empty string of at most 1 KiB, or a finite number (`1` and `'1'` are the same id). */
 export type Id = string | number
@@ -172,7 +203,7 @@ export interface RateLimitInfo extends StoreFallback {
  * if (await limiter.limit(userId)) return res.status(429).end()
  * ```
  */
-export declare const RateLimiter: {
+export const RateLimiter: {
   new (options: RateLimiterOptions): RateLimiter
   (options: CallbackLimiterOptions): LimiterFunction
   prototype: RateLimiter
@@ -292,7 +323,7 @@ export interface LogOptions extends CallOptions {
  * await log.entries('ip:10.0.0.1') // [{ at: 1515120005000, meta: 'user:alice' }]
  * ```
  */
-export declare const SlidingLog: {
+export const SlidingLog: {
   new (options: Omit<RateLimiterOptions, 'recordBlocked'>): RateLimiter
   prototype: RateLimiter
 }
@@ -304,7 +335,7 @@ export interface InMemoryRateLimiter extends RateLimiter {
   /** How many active ids were evicted to stay within `maxKeys` (0 without it). */
   readonly evictedIds: number
 }
-export declare const InMemoryRateLimiter: {
+export const InMemoryRateLimiter: {
   new (options: Omit<RateLimiterOptions, 'client' | 'clock' | 'onStoreError'>): InMemoryRateLimiter
   prototype: InMemoryRateLimiter
 }
@@ -326,22 +357,33 @@ export interface RedisRateLimiter extends RateLimiter {
   /** The kind of client given as `client` (`'ioredis'`, `'node-redis'`, their cluster forms), or `null` for a URL, options or a RedisStore. */
   readonly detectedClientType: string | null
 }
-export declare const RedisRateLimiter: {
+export const RedisRateLimiter: {
   new (options: RedisRateLimiterOptions): RedisRateLimiter
   prototype: RedisRateLimiter
   /** rolling-rate-limiter's duck typing: `'ioredis'`, `'node-redis'`, their cluster forms, or `null`. */
   determineRedisClientType(client: unknown): string | null
 }
 /** Alias of {@link RedisRateLimiter} (rolling-rate-limiter 0.4's node-redis class). */
-export declare const NodeRedisRateLimiter: typeof RedisRateLimiter
+export const NodeRedisRateLimiter: typeof RedisRateLimiter
 /** Alias of {@link RedisRateLimiter} (rolling-rate-limiter 0.4's ioredis class). */
-export declare const IORedisRateLimiter: typeof RedisRateLimiter
+export const IORedisRateLimiter: typeof RedisRateLimiter
 
 /** Options of the callback form: as {@link RateLimiterOptions}, with `redis` instead of `client`. */
 export interface CallbackLimiterOptions extends Omit<RateLimiterOptions, 'client'> {
   /** Keep state in Redis (see {@link RedisClientLike}). Default: in memory. */
   redis?: RedisClientLike
 }
+
+/**
+ * The callback of a {@link LimiterFunction}: `callback(err)` when the call failed, else
+ * `callback(null, timeLeft, actionsLeft)` (`timeLeft` 0 when the action is allowed). TypeScript
+ * narrows `timeLeft` to a number once `err` is checked.
+ *
+ * ```js
+ * limiter(userId, (err, timeLeft, actionsLeft) => (err ? log(err) : timeLeft > 0 ? wait(timeLeft) : go(actionsLeft)))
+ * ```
+ */
+export type LimiterCallback = (...args: [err: Error, timeLeft: undefined, actionsLeft: undefined] | [err: null, timeLeft: number, actionsLeft: number]) => void
 
 /**
  * The limiter function of the original callback API: attempts an action for `id` (or for the one
@@ -361,8 +403,8 @@ export interface CallbackLimiterOptions extends Omit<RateLimiterOptions, 'client
  * ```
  */
 export interface LimiterFunction {
-  (id?: Id, callback?: (err: Error | null, timeLeft?: number, actionsLeft?: number) => void): Promise<number | undefined>
-  (callback: (err: Error | null, timeLeft?: number, actionsLeft?: number) => void): Promise<number | undefined>
+  (id?: Id, callback?: LimiterCallback): Promise<number | undefined>
+  (callback: LimiterCallback): Promise<number | undefined>
   /** The class instance underneath. */
   readonly limiter: InMemoryRateLimiter | RedisRateLimiter
 }
@@ -435,7 +477,7 @@ export interface WaitOptions {
  * On a Redis Cluster, the ids of one call must share a hash tag (`'{user:42}ip:10.0.0.1'`,
  * `'{user:42}user:42'`); otherwise the call rejects with `ERR_INVALID_ID`.
  */
-export declare class Limiter {
+export interface Limiter {
   /** How many ids hold state in memory (0 on Redis). */
   readonly trackedIds: number
   /** How many active ids were evicted to stay within `maxKeys` (0 without it, and on Redis). */
@@ -506,8 +548,7 @@ export declare class Limiter {
  * The window limiters (`FixedWindow`, `SlidingWindow`, `SlidingTail`): one or several limits
  * of `limit` weight per `duration`, judged together.
  */
-export declare class CountingLimiter<Limit> extends Limiter {
-  constructor(options: CountingLimiterOptions<Limit>)
+export interface CountingLimiter<Limit> extends Limiter {
   /** The limits, as given. */
   readonly limits: ReadonlyArray<Limit>
 }
@@ -529,7 +570,10 @@ export interface FixedWindowLimit {
  * const { allowed, timeLeft } = await limiter.consume([req.ip, userId])
  * ```
  */
-export declare class FixedWindow extends CountingLimiter<FixedWindowLimit> {}
+export class FixedWindow {
+  constructor(options: CountingLimiterOptions<FixedWindowLimit>)
+}
+export interface FixedWindow extends CountingLimiter<FixedWindowLimit> {}
 
 /**
  * A sliding-window limit: at most `limit` weight in any `duration` milliseconds, counted in
@@ -559,7 +603,10 @@ export interface SlidingWindowLimit {
  * ] })
  * ```
  */
-export declare class SlidingWindow extends CountingLimiter<SlidingWindowLimit> {}
+export class SlidingWindow {
+  constructor(options: CountingLimiterOptions<SlidingWindowLimit>)
+}
+export interface SlidingWindow extends CountingLimiter<SlidingWindowLimit> {}
 
 /**
  * A sliding-tail limit: at most `limit` weight (a whole number from 1 to 1e15) per `duration`
@@ -594,9 +641,10 @@ export interface SlidingTailOptions extends CountingLimiterOptions<SlidingTailLi
  * const { allowed, remaining, timeLeft } = await limiter.consume(userId)
  * ```
  */
-export declare class SlidingTail extends CountingLimiter<SlidingTailLimit> {
+export class SlidingTail {
   constructor(options: SlidingTailOptions)
 }
+export interface SlidingTail extends CountingLimiter<SlidingTailLimit> {}
 
 /**
  * Options of {@link LeakyBucket}. Errors: `ERR_INVALID_OPTION` (`TypeError` for a wrong type or
@@ -638,7 +686,7 @@ export interface LeakyBucketOptions extends LimiterOptions {
  * const { allowed, timeLeft } = await limiter.consume(`user:${userId}`)
  * ```
  */
-export declare class LeakyBucket extends Limiter {
+export class LeakyBucket {
   constructor(options: LeakyBucketOptions)
   /** The capacity. */
   readonly capacity: number
@@ -647,6 +695,7 @@ export declare class LeakyBucket extends Limiter {
   /** The leak interval in milliseconds. */
   readonly leakInterval: number
 }
+export interface LeakyBucket extends Limiter {}
 
 /** Options of a {@link TokenBucket}. */
 export interface TokenBucketOptions extends LimiterOptions {
@@ -709,7 +758,7 @@ export interface TokenBucketOptions extends LimiterOptions {
  * const { allowed, timeLeft } = await limiter.consume(userId)
  * ```
  */
-export declare class TokenBucket extends Limiter {
+export class TokenBucket {
   constructor(options: TokenBucketOptions)
   /** The settings, defaults filled in (`refillAmount` 1, `initial` the capacity, `forgetAfter` a day). */
   readonly capacity: number
@@ -718,6 +767,7 @@ export declare class TokenBucket extends Limiter {
   readonly initial: number
   readonly forgetAfter: number
 }
+export interface TokenBucket extends Limiter {}
 
 /** Options of {@link Gcra}. */
 export interface GcraOptions extends LimiterOptions {
@@ -756,13 +806,14 @@ export interface GcraOptions extends LimiterOptions {
  * const { allowed, timeLeft, remaining } = await limiter.consume('user123')
  * ```
  */
-export declare class Gcra extends Limiter {
+export class Gcra {
   constructor(options: GcraOptions)
   /** The settings, defaults filled in (`burst` the limit unless given). */
   readonly limit: number
   readonly period: number
   readonly burst: number
 }
+export interface Gcra extends Limiter {}
 
 /** redback's `RateLimit` options (seconds, as redback), plus where to keep the counts. */
 export interface RedbackRateLimitOptions extends StoreOptions {
@@ -814,7 +865,7 @@ export interface RedbackRateLimit {
 }
 
 /** redback's `createRateLimit(action, options)`; in memory unless `client` is given. */
-export declare function createRateLimit(action: string, options?: RedbackRateLimitOptions): RedbackRateLimit
+export function createRateLimit(action: string, options?: RedbackRateLimitOptions): RedbackRateLimit
 
 /**
  * redback's `createClient(redisOptions?, { namespace? })`: rate limits on one Redis (default
@@ -825,12 +876,12 @@ export declare function createRateLimit(action: string, options?: RedbackRateLim
  * const ratelimit = redback.createRateLimit('requests')
  * ```
  */
-export declare function createClient(
+export function createClient(
   redisOptions?: RedisClientLike,
   options?: { namespace?: string },
 ): { namespace: string; createRateLimit(action: string, options?: Omit<RedbackRateLimitOptions, 'client'>): RedbackRateLimit }
 /** Alias of {@link createClient} (redback's `use(client, options)`). */
-export declare const use: typeof createClient
+export const use: typeof createClient
 
 /**
  * The rate-limit headers the middleware writes (see {@link RateLimitMiddlewareOptions.headers}).
@@ -985,17 +1036,43 @@ export interface RateLimitMiddlewareOptions {
  * app.use(rateLimit({ limiter, headers: ['draft-7', 'legacy'], skipFailedRequests: true }))
  * ```
  */
-export declare function rateLimit(options: RateLimitMiddlewareOptions): (req: any, res: any, next: (err?: unknown) => void) => void
+export function rateLimit(options: RateLimitMiddlewareOptions): (req: any, res: any, next: (err?: unknown) => void) => void
 
-/** The time now in microseconds (rolling-rate-limiter 0.4's helper). */
-export declare function getCurrentMicroseconds(): number
-export declare function millisecondsToMicroseconds(milliseconds: number): number
-/** Rounds up. */
-export declare function microsecondsToMilliseconds(microseconds: number): number
-/** Rounds up. */
-export declare function microsecondsToSeconds(microseconds: number): number
+/**
+ * The time now in microseconds (rolling-rate-limiter 0.4's helper).
+ *
+ * ```js
+ * const { getCurrentMicroseconds } = require('ratekeeper')
+ * await limiter.limit(userId, { now: getCurrentMicroseconds() / 1000 })
+ * ```
+ */
+export function getCurrentMicroseconds(): number
+/** `1000 * milliseconds` (rolling-rate-limiter 0.4's helper): `millisecondsToMicroseconds(2) === 2000`. */
+export function millisecondsToMicroseconds(milliseconds: number): number
+/** Rounds up (rolling-rate-limiter 0.4's helper): `microsecondsToMilliseconds(1001) === 2`. */
+export function microsecondsToMilliseconds(microseconds: number): number
+/** Rounds up (rolling-rate-limiter 0.4's helper): `microsecondsToSeconds(1_000_001) === 2`. */
+export function microsecondsToSeconds(microseconds: number): number
+}
 
-export default RateLimiter
+export = RateLimiter
+
+declare global {
+  namespace Express {
+    interface Request {
+      /**
+       * The answer of ratekeeper's `rateLimit` middleware for this request (`allowed`, `timeLeft`,
+       * `remaining`, `limit`, `resetAfter`, and `key`), under its default `requestPropertyName`;
+       * `undefined` on a route the middleware does not cover.
+       *
+       * ```js
+       * app.get('/user', (req, res) => res.json({ left: req.rateLimit?.remaining }))
+       * ```
+       */
+      rateLimit?: RateLimiter.RateLimitAnswer
+    }
+  }
+}
 
 declare module './binding' {
   interface RedisStore {

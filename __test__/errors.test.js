@@ -6,7 +6,8 @@
 const { describe, it, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 
-const { RateLimiter, InMemoryRateLimiter, RedisRateLimiter, RedisStore, RollingWindow, FixedWindow, SlidingWindow, createRateLimit, createClient } = require('..')
+const { RollingWindow } = require('../binding.js')
+const { RateLimiter, InMemoryRateLimiter, RedisRateLimiter, RedisStore, FixedWindow, SlidingWindow, createRateLimit, createClient } = require('..')
 const { freePort, withRedisServer } = require('./helpers/redis-server.js')
 
 const valid = { interval: 1000, maxInInterval: 10 }

@@ -8,7 +8,7 @@
 const { describe, it, mock } = require('node:test')
 const assert = require('node:assert/strict')
 
-const { FixedWindow, SlidingLog, RateLimiter } = require('..')
+const { FixedWindow, SlidingLog, RateLimiter, TokenBucket } = require('..')
 const { wait, MAX_TIMER_MS } = require('../lib/wait.js')
 const { useRedisServer } = require('./helpers/redis-server.js')
 const { runScript } = require('./helpers/run-script.js')
@@ -48,7 +48,9 @@ describe('wait', () => {
   })
 
   it('rejects at once when timeLeft shows the wait would pass timeoutMs', async () => {
-    const limiter = new FixedWindow({ limits: [{ duration: 3_600_000, limit: 1 }] })
+    // A token bucket: its wait is an hour whatever the clock says (a fixed window's would end at
+    // the next full hour, which may be less than timeoutMs away).
+    const limiter = new TokenBucket({ capacity: 1, refillInterval: 3_600_000 })
     await limiter.consume('x')
     const error = await limiter.wait('x', { timeoutMs: 60_000 }).then(
       () => assert.fail('allowed'),

@@ -6,7 +6,7 @@
  * Each class names its native engine; the rest is shared.
  */
 
-const binding = require('../binding.js')
+const binding = require('./native.js')
 const { runner, syncCaller, storeErrorPolicy, inMemory } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { checkOptionsObject } = require('./errors.js')

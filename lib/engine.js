@@ -9,7 +9,7 @@
  * of what napi charges per object and per Promise (see src/binding/dispatch.rs).
  */
 
-const binding = require('../binding.js')
+const binding = require('./native.js')
 const { rangeError, typeError } = require('./errors.js')
 
 const VALUES = 5

@@ -7,7 +7,9 @@
  * `ip-address` dependency: tested against it.
  */
 
-const { isIPv6 } = require('node:net')
+/** node:net, loaded on the first request (loading it costs a few ms at startup). */
+let net = null
+const isIPv6 = (ip) => (net ??= require('node:net')).isIPv6(ip)
 
 const GROUPS = 8
 const BITS = 128n

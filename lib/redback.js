@@ -6,7 +6,7 @@
  * index.d.ts). Every method returns a Promise and, given a node-style callback, calls it too.
  */
 
-const { BucketCircleEngine } = require('../binding.js')
+const { BucketCircleEngine } = require('./native.js')
 const { check, runner, storeErrorPolicy, inMemory } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject, checkKnownOptions } = require('./errors.js')

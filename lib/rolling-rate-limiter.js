@@ -6,7 +6,7 @@
  * (`RateLimiter(options)` called without `new`). See index.d.ts for the documentation.
  */
 
-const { RollingWindow } = require('../binding.js')
+const { RollingWindow } = require('./native.js')
 const { runner, syncCaller, storeErrorPolicy, inMemory } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject } = require('./errors.js')

@@ -9,7 +9,7 @@
  * same URL or the same client object share one store, hence one multiplexed connection.
  */
 
-const { RedisStore } = require('../binding.js')
+const { RedisStore } = require('./native.js')
 const { detectClientType, connectionOptionsFromClient } = require('./redis-client.js')
 const { typeError, rangeError } = require('./errors.js')
 

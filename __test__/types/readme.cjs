@@ -1,0 +1,204 @@
+// The README's JavaScript examples, each verbatim in a function whose parameters stand for what
+// the example takes from around it, type-checked (`--checkJs`) by types.test.js under
+// `module: nodenext`; readme.test.js checks every ```js block of the README is here or in
+// examples/, so the README cannot drift from the declarations.
+'use strict'
+
+/**
+ * ## Example
+ * @param {string} userId
+ * @param {string} ip
+ * @param {import('express').Express} app
+ */
+async function example(userId, ip, app) {
+const { RateLimiter, RedisRateLimiter, rateLimit } = require('ratekeeper')
+
+// 10 actions per minute per user, at least 1 s apart. In memory:
+const limiter = new RateLimiter({ interval: 60_000, maxInInterval: 10, minDifference: 1000 })
+if (await limiter.limit(userId)) throw new Error('slow down')
+
+// The same on Redis (a URL, an options object, a RedisStore, or an ioredis / node-redis client):
+const shared = new RedisRateLimiter({ client: 'redis://127.0.0.1:6379', namespace: 'push:', interval: 60_000, maxInInterval: 10 })
+const { blocked, millisecondsUntilAllowed } = await shared.limitWithInfo(userId)
+
+// Express: 429 with Retry-After and the IETF RateLimit headers (any limiter below works too).
+app.use(rateLimit({ limiter }))
+
+// 10 per second and 120 per minute, per IP and per user at once, weights allowed:
+const { FixedWindow } = require('ratekeeper')
+const windows = new FixedWindow({ limits: [{ duration: 1000, limit: 10 }, { duration: 60_000, limit: 120 }] })
+const { allowed, timeLeft, remaining } = await windows.consume([`ip:${ip}`, `user:${userId}`], { weight: 2 })
+return [blocked, millisecondsUntilAllowed, allowed, timeLeft, remaining]
+}
+
+/**
+ * The original callback API.
+ * @param {string} userId
+ * @param {import('ioredis').Redis} redisClient
+ */
+async function callbackApi(userId, redisClient) {
+const RateLimiter = require('ratekeeper')
+const limiter = RateLimiter({ redis: redisClient, namespace: 'UserLoginLimiter', interval: 1000, maxInInterval: 10, minDifference: 100 })
+limiter(userId, (err, timeLeft, actionsLeft) => {
+  if (err) { /* redis failed or similar */ }
+  else if (timeLeft > 0) { /* limited: wait timeLeft ms */ }
+  else { /* allowed */ }
+})
+const timeLeft = await limiter(userId) // or as a Promise
+return timeLeft
+}
+
+/**
+ * ### Workers
+ * @param {{ take(): Promise<{ user: string } | null> }} queue
+ * @param {(push: { user: string }) => Promise<void>} send
+ */
+async function workers(queue, send) {
+const { RedisRateLimiter } = require('ratekeeper')
+const limiter = new RedisRateLimiter({ client: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', namespace: 'push:', interval: 60_000, maxInInterval: 10, minDifference: 1000 })
+for (let push; (push = await queue.take()) !== null; ) {
+  await limiter.wait(push.user) // resolves once this push may go, counted on the shared Redis
+  await send(push)
+}
+}
+
+/** ## Express: `rateLimit` */
+function expressMiddleware() {
+const express = require('express')
+const { TokenBucket, rateLimit } = require('ratekeeper')
+
+const app = express()
+app.set('trust proxy', 1) // one proxy in front: req.ip is the client's address
+const limiter = new TokenBucket({ client: process.env.REDIS_URL, capacity: 10, refillAmount: 1, refillInterval: 1000 })
+
+// GET /user costs 1, POST /user 2, from one budget per client; failed requests are given back.
+app.use('/user', rateLimit({ limiter, weight: (req) => (req.method === 'POST' ? 2 : 1), skipFailedRequests: true }))
+app.get('/user', (req, res) => res.json({ left: req.rateLimit?.remaining })) // Express's Request carries it, typed
+}
+
+/**
+ * ## Using express-rate-limit? Keep it, swap the store
+ * @param {import('express').Express} app
+ */
+function expressRateLimitStore(app) {
+const { rateLimit } = require('express-rate-limit')
+const { Store } = require('ratekeeper/express-rate-limit')
+
+app.use(rateLimit({ windowMs: 60_000, limit: 100, standardHeaders: 'draft-8',
+  store: new Store({ client: 'redis://127.0.0.1:6379' }) })) // was: new RedisStore({ sendCommand })
+}
+
+/**
+ * ## Algorithms: reward
+ * @param {import('ratekeeper').Limiter} limiter
+ * @param {string} userId
+ * @param {{ userId: string }} push
+ * @param {(push: { userId: string }) => Promise<{ delivered: boolean }>} send
+ */
+async function reward(limiter, userId, push, send) {
+const answer = await limiter.consume(userId)
+if (answer.allowed && !(await send(push)).delivered) await limiter.reward(userId) // not charged
+}
+
+/**
+ * ### Waiting
+ * @param {Array<{ userId: string }>} queue
+ * @param {AbortSignal} signal
+ * @param {(push: { userId: string }) => Promise<void>} send
+ */
+async function waiting(queue, signal, send) {
+const { TokenBucket } = require('ratekeeper')
+const perUser = new TokenBucket({ capacity: 5, refillInterval: 60_000 }) // 5 at once, 1 more per minute
+for (const push of queue) {
+  await perUser.wait(push.userId, { timeoutMs: 10 * 60_000, signal }) // then it is charged
+  await send(push)
+}
+}
+
+/**
+ * ### Waiting: several limits
+ * @param {import('express').Request} req
+ * @param {string} userId
+ */
+async function severalLimits(req, userId) {
+const { FixedWindow } = require('ratekeeper')
+// 10 per second, 120 per minute and 240 per hour, per IP and per user, checked together:
+const limiter = new FixedWindow({ client: 'redis://127.0.0.1:6379', limits: [
+  { duration: 1000, limit: 10 }, { duration: 60_000, limit: 120 }, { duration: 3_600_000, limit: 240 },
+] })
+const { allowed, timeLeft } = await limiter.consume([`ip:${req.ip}`, `user:${userId}`])
+return [allowed, timeLeft]
+}
+
+/**
+ * ### Without a Promise: the synchronous methods
+ * @param {Array<{ userId: string }>} batch
+ * @param {(message: { userId: string }) => void} deliver
+ */
+function synchronous(batch, deliver) {
+const { FixedWindow } = require('ratekeeper')
+const perUser = new FixedWindow({ limits: [{ duration: 1000, limit: 20 }] })
+for (const message of batch) {
+  if (perUser.consumeSync(message.userId).allowed) deliver(message)
+}
+}
+
+/** ### Sliding tail, Leaky bucket, Token bucket, GCRA */
+function algorithms() {
+{
+const { SlidingTail } = require('ratekeeper')
+const limiter = new SlidingTail({ limits: [{ duration: 60_000, limit: 100 }] })
+}
+{
+const { LeakyBucket } = require('ratekeeper')
+const limiter = new LeakyBucket({ capacity: 3, leakInterval: 20_000 }) // the seed's: 3, leaking 1 per 20 s
+}
+{
+const { TokenBucket } = require('ratekeeper')
+const limiter = new TokenBucket({ capacity: 10, refillAmount: 3, refillInterval: 1000 }) // bursts of 10, then 3 per second
+}
+{
+const { Gcra } = require('ratekeeper')
+// CL.THROTTLE user123 15 30 60: 30 per minute, bursts of 16
+const limiter = new Gcra({ client: 'redis://127.0.0.1:6379', limit: 30, period: 60_000, burst: 16 })
+}
+}
+
+/**
+ * ### Deployments: a single node or a Cluster
+ * @param {string} password
+ * @param {string} ca
+ */
+function deployments(password, ca) {
+const { RedisStore, FixedWindow } = require('ratekeeper')
+// A single node (a URL, an options object, or an ioredis / node-redis client):
+const store = new RedisStore({ url: 'rediss://redis.internal:6380', username: 'limiter', password, tls: { ca } })
+// A Cluster: one or more nodes; the rest are discovered.
+const cluster = new RedisStore({ cluster: ['redis://10.0.0.1:7000', 'redis://10.0.0.2:7000'] })
+const limiter = new FixedWindow({ client: cluster, limits: [{ duration: 60_000, limit: 100 }] })
+return [store, limiter]
+}
+
+/**
+ * ### Hot keys: `blockCache`
+ * @param {import('ratekeeper').RedisStore} client
+ */
+function hotKeys(client) {
+const { FixedWindow } = require('ratekeeper')
+const limiter = new FixedWindow({ client, blockCache: true, limits: [{ duration: 60_000, limit: 100 }] })
+return limiter
+}
+
+/**
+ * ### Watching the store
+ * @param {import('ratekeeper').RedisStore} store
+ * @param {Console} log
+ */
+function watching(store, log) {
+store.on('error', (error) => log.warn(error.message))   // once per outage of a node
+store.on('reconnect', ({ node }) => log.info(`Redis at ${node} is back`))
+store.stats() // { calls, failures: { ERR_STORE_UNAVAILABLE, ERR_STORE_ERROR, ERR_STORE_CLOSED },
+              //   connections, reconnects, scriptLoads, batches, meanBatchSize }
+}
+
+module.exports = { example, callbackApi, workers, expressMiddleware, expressRateLimitStore, reward, waiting, severalLimits, synchronous, algorithms, deployments, hotKeys, watching }
