@@ -62,6 +62,10 @@ for (const [name, create] of Object.entries(stores)) {
       await assert.rejects(limit.count('ip'), { name: 'TypeError', code: 'ERR_INVALID_ARGUMENT' })
       // Regression (found by the fuzz test): an `interval` in the options was silently overwritten.
       await assert.rejects(limit.addCount('ip', 5, { interval: 1e9 }), { name: 'TypeError', code: 'ERR_UNKNOWN_OPTION' })
+      // Regression (found by the fuzz test): an empty array of subjects skipped the options' check.
+      await assert.rejects(limit.add([], { now: 0, wieght: 1 }), { name: 'TypeError', code: 'ERR_UNKNOWN_OPTION' })
+      await assert.rejects(limit.add([], { now: -1 }), { name: 'RangeError' })
+      assert.equal(await limit.add([], at(0)), undefined)
     })
 
     it('calls back node-style, chains as redback, and adds arrays of subjects', async () => {

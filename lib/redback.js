@@ -17,6 +17,8 @@ const ADD = 0
 const COUNT = 1
 const ADD_COUNT = 2
 const CHECK = 3
+/** A valid subject, to check an empty array's options with (CHECK changes nothing). */
+const ANY_SUBJECT = 'subject'
 /** The modes that answer like each mode but change nothing (for `onStoreError: 'allow'`). */
 const QUIET_MODES = { [ADD]: null, [COUNT]: COUNT, [ADD_COUNT]: COUNT }
 
@@ -109,8 +111,8 @@ class RateLimit {
     const { callback, options } = trailing(rest)
     const added = attempt(() => {
       if (!Array.isArray(subject)) return this.run(ADD, subject, options, decodeNothing)
-      // Every subject is checked before any is counted.
-      for (const one of subject) check(this.engine, CHECK, one, options)
+      // Every subject is checked before any is counted; the options even when there is none.
+      for (const one of subject.length > 0 ? subject : [ANY_SUBJECT]) check(this.engine, CHECK, one, options)
       return Promise.all(subject.map((one) => this.run(ADD, one, options, decodeNothing))).then(() => undefined)
     })
     return finish(this, added, callback)
