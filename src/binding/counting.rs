@@ -6,9 +6,9 @@
 use std::cell::RefCell;
 
 use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
-use smallvec::SmallVec;
 use napi::Env;
 use redis::{FromRedisValue, Script};
+use smallvec::SmallVec;
 
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values, VALUES};

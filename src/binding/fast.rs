@@ -99,7 +99,11 @@ fn fast_function<'env, T: FastRun>(
     let raw_env = env.raw();
     unsafe {
         let mut is_typed_array = false;
-        check(sys::napi_is_typedarray(raw_env, out.raw(), &mut is_typed_array))?;
+        check(sys::napi_is_typedarray(
+            raw_env,
+            out.raw(),
+            &mut is_typed_array,
+        ))?;
         let mut kind = 0;
         let mut length = 0usize;
         let mut data = ptr::null_mut();
@@ -124,9 +128,19 @@ fn fast_function<'env, T: FastRun>(
             ));
         }
         let mut engine_ref = ptr::null_mut();
-        check(sys::napi_create_reference(raw_env, this, 1, &mut engine_ref))?;
+        check(sys::napi_create_reference(
+            raw_env,
+            this,
+            1,
+            &mut engine_ref,
+        ))?;
         let mut out_ref = ptr::null_mut();
-        check(sys::napi_create_reference(raw_env, out.raw(), 1, &mut out_ref))?;
+        check(sys::napi_create_reference(
+            raw_env,
+            out.raw(),
+            1,
+            &mut out_ref,
+        ))?;
         let fast = Box::into_raw(Box::new(Fast {
             engine: engine as *const T,
             engine_ref,

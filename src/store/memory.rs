@@ -314,7 +314,11 @@ mod tests {
             store.entry("steady", second * 1_000_000, idle).0 = Micros::MAX;
         }
         assert_eq!(store.len(), 1);
-        assert!(store.entries.capacity() < capacity / 16, "capacity {}", store.entries.capacity());
+        assert!(
+            store.entries.capacity() < capacity / 16,
+            "capacity {}",
+            store.entries.capacity()
+        );
     }
 
     #[test]
