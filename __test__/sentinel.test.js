@@ -231,7 +231,7 @@ describe('Redis Sentinel', () => {
     const outcomes = []
     const round = () => Promise.all(ids.map(async (id) => outcomes.push(await settle(() => limiter.consume(id)))))
     await round()
-    assert.equal(await setup.sentinels[0].cli('SENTINEL', 'FAILOVER', setup.name), 'OK')
+    await setup.failover()
     let moved
     const deadline = Date.now() + 30_000
     while (Date.now() < deadline) {
@@ -251,6 +251,36 @@ describe('Redis Sentinel', () => {
     assert.ok([...held.values()].every((count) => count > 0), 'every id is counted on the new primary')
     assert.ok(Number(await newPrimary.cli('PTTL', `co:${ids[0]}`)) > 0)
     assert.deepEqual(unhandled, [], 'no rejection went unhandled')
+  })
+
+  it('follows +switch-master with no call in between: the first call after the failover goes to the new primary', async () => {
+    assert.ok(store, 'the SIGKILL test ran first')
+    const old = await setup.masterPort()
+    await setup.sentinelsAgree(old)
+    await setup.replicasSynced()
+    const limiter = new FixedWindow({ client: store, namespace: 'sw:', limits: [{ duration: 60_000, limit: 10 }] })
+    assert.equal((await limiter.consume('id')).remaining, 9)
+    // With no call made, only the sentinels' +switch-master can tell the store of the new primary:
+    // it reports it as a 'reconnect' of that node.
+    let onReconnect
+    const reconnected = new Promise((resolve) => {
+      onReconnect = ({ node }) => resolve(node)
+      store.on('reconnect', onReconnect)
+    })
+    const unavailable = store.stats().failures.ERR_STORE_UNAVAILABLE
+    await setup.failover()
+    let timer
+    const node = await Promise.race([
+      reconnected,
+      new Promise((resolve) => (timer = setTimeout(() => resolve('none within 30 s'), 30_000))),
+    ])
+    clearTimeout(timer)
+    store.off('reconnect', onReconnect)
+    const moved = await setup.masterPort()
+    assert.notEqual(moved, old)
+    assert.equal(node, `127.0.0.1:${moved}`)
+    assert.equal((await limiter.consume('id')).remaining, 8, 'the first call went to the new primary')
+    assert.equal(store.stats().failures.ERR_STORE_UNAVAILABLE, unavailable, 'no call failed')
   })
 
   it('refuses bad Sentinel options with a code', () => {

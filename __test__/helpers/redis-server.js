@@ -491,7 +491,7 @@ async function pollUntil(check, what, timeoutMs = CLUSTER_TIMEOUT_MS) {
  * @returns {Promise<{ name: string, primary: object, replicas: object[], sentinels: object[],
  *   nodes: object[], sentinelAddresses: Array<{ host: string, port: number }>,
  *   masterPort(): Promise<number | undefined>, replicasSynced(): Promise<void>,
- *   sentinelsAgree(port: number): Promise<void>, stop(): Promise<void> }>}
+ *   sentinelsAgree(port: number): Promise<void>, failover(): Promise<void>, stop(): Promise<void> }>}
  *   the servers are `startRedis` servers (`kill()`, `cli()`, ...)
  */
 async function startSentinel(options = {}) {
@@ -541,6 +541,16 @@ async function startSentinel(options = {}) {
           const infos = await Promise.all(setup.sentinels.map((s) => rawCommand(s.port, ['INFO', 'sentinel'])))
           return { ok: infos.every((info) => typeof info === 'string' && info.includes(expected)), infos }
         }, `the sentinels did not agree on ${expected}`)
+      },
+      /**
+       * `SENTINEL FAILOVER` (a coordinated failover), asked again until a sentinel takes it (a
+       * replica just converted is not promotable until the sentinels have seen it synced).
+       */
+      async failover() {
+        await pollUntil(async () => {
+          const reply = await setup.sentinels[0].cli('SENTINEL', 'FAILOVER', name)
+          return { ok: reply === 'OK', infos: [reply] }
+        }, 'no sentinel started a failover')
       },
       stop: stopAll,
     }
