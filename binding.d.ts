@@ -504,11 +504,18 @@ export interface RedisOptions {
    * with `sentinels`. Example: `'mymaster'`.
    */
   name?: string
-  /** ACL user name for the sentinels (`sentinel sentinel-user`). Default: none. */
+  /**
+   * The ACL user to log in to the sentinels as (a user of the sentinels' own ACL, not the
+   * data nodes'). Default: none (the default user).
+   *
+   * ```js
+   * new RedisStore({ sentinels, name: 'mymaster', sentinelUsername: 'watcher', sentinelPassword, password })
+   * ```
+   */
   sentinelUsername?: string
   /**
-   * Password for the sentinels (`sentinel sentinel-pass` / `requirepass` on the sentinels).
-   * Default: none. It never appears in error messages.
+   * The password of the sentinels (their `requirepass`, or `sentinelUsername`'s); `password`
+   * is the data nodes'. Default: none. It never appears in error messages.
    */
   sentinelPassword?: string
   /** How long opening a connection may take, in milliseconds. Default `1000`. */

@@ -164,7 +164,7 @@ describe('Redis Sentinel', () => {
       const before = outcomes.length
       await round()
       clean = outcomes.slice(before).some((o) => !o.value) ? 0 : clean + 1
-      await sleep(20)
+      await sleep(50) // a shared test machine: rounds, not a flood
     }
     const ioredisOutcomes = await writer.stop()
 
@@ -281,6 +281,38 @@ describe('Redis Sentinel', () => {
     assert.equal(node, `127.0.0.1:${moved}`)
     assert.equal((await limiter.consume('id')).remaining, 8, 'the first call went to the new primary')
     assert.equal(store.stats().failures.ERR_STORE_UNAVAILABLE, unavailable, 'no call failed')
+  })
+
+  it('logs in to the sentinels and to the data nodes as their own ACL users, and says which refused', async () => {
+    const { name, sentinelAddresses } = setup
+    const hosts = sentinelAddresses.map((s) => `${s.host}:${s.port}`).join(',')
+    const logins = { name, sentinelUsername: 'watcher', sentinelPassword: 'spw', username: 'limiter', password: 'pw' }
+    const good = [
+      new RedisStore({ sentinels: sentinelAddresses, ...logins, commandTimeoutMs: COMMAND_TIMEOUT_MS }),
+      new RedisStore({ url: `redis+sentinel://limiter:pw@${hosts}/${name}`, sentinelUsername: 'watcher', sentinelPassword: 'spw' }),
+    ]
+    const refused = [
+      [{ ...logins, sentinelPassword: 'wrong' }, /Sentinel of `mymaster`/],
+      [{ ...logins, password: 'wrong' }, /primary of `mymaster`/],
+    ].map(([options, names]) => [new RedisStore({ sentinels: sentinelAddresses, ...options }), names])
+    try {
+      for (const [i, client] of good.entries()) {
+        const limiter = new FixedWindow({ client, namespace: `acl${i}:`, limits: [{ duration: 60_000, limit: 2 }] })
+        assert.equal((await limiter.consume('id')).remaining, 1)
+      }
+      for (const [client, names] of refused) {
+        const limiter = new FixedWindow({ client, limits: [{ duration: 60_000, limit: 2 }] })
+        await assert.rejects(limiter.consume('id'), (error) => {
+          assert.equal(error.code, 'ERR_STORE_UNAVAILABLE')
+          assert.match(error.message, /credentials/)
+          assert.match(error.message, names)
+          assert.doesNotMatch(error.message, /wrong|spw/)
+          return true
+        })
+      }
+    } finally {
+      await Promise.all([...good, ...refused.map(([store]) => store)].map((store) => store.close()))
+    }
   })
 
   it('refuses bad Sentinel options with a code', () => {

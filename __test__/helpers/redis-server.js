@@ -486,7 +486,8 @@ async function pollUntil(check, what, timeoutMs = CLUSTER_TIMEOUT_MS) {
 /**
  * Starts a Sentinel setup on free loopback ports: a primary, 2 replicas (synced before this
  * resolves) and 3 sentinels (`redis-server <conf> --sentinel`, quorum 2, `down-after-milliseconds`
- * 1000 by default) that all know each other and both replicas.
+ * 1000 by default) that all know each other and both replicas. Besides the open default user,
+ * the data nodes have the ACL user `limiter` (password `pw`), the sentinels `watcher` (`spw`).
  * @param {{ name?: string, downAfterMs?: number }} [options]
  * @returns {Promise<{ name: string, primary: object, replicas: object[], sentinels: object[],
  *   nodes: object[], sentinelAddresses: Array<{ host: string, port: number }>,
@@ -504,7 +505,9 @@ async function startSentinel(options = {}) {
     return server
   }
   try {
-    const sync = ['--repl-diskless-sync-delay', '0']
+    // ACL users beside the open default user (which the helpers' health checks use): `limiter`
+    // (password `pw`) on the data nodes, `watcher` (password `spw`) on the sentinels.
+    const sync = ['--repl-diskless-sync-delay', '0', '--user', 'limiter', 'on', '>pw', '~*', '&*', '+@all']
     const primary = await start({ args: sync })
     const replicas = await Promise.all(
       [0, 1].map(() => start({ args: [...sync, '--replicaof', HOST, String(primary.port)] })),
@@ -567,6 +570,7 @@ async function startSentinel(options = {}) {
       `sentinel down-after-milliseconds ${name} ${options.downAfterMs ?? 1000}`,
       `sentinel failover-timeout ${name} 10000`,
       `sentinel parallel-syncs ${name} 1`,
+      'user watcher on >spw ~* &* +@all',
       '',
     ].join('\n')
     setup.sentinels = await Promise.all([0, 1, 2].map(() => start({ conf, args: ['--sentinel'] })))

@@ -76,10 +76,15 @@ pub struct RedisOptions {
     /// The master name the sentinels monitor (their `sentinel monitor <name> ...`); required
     /// with `sentinels`. Example: `'mymaster'`.
     pub name: Option<String>,
-    /// ACL user name for the sentinels (`sentinel sentinel-user`). Default: none.
+    /// The ACL user to log in to the sentinels as (a user of the sentinels' own ACL, not the
+    /// data nodes'). Default: none (the default user).
+    ///
+    /// ```js
+    /// new RedisStore({ sentinels, name: 'mymaster', sentinelUsername: 'watcher', sentinelPassword, password })
+    /// ```
     pub sentinel_username: Option<String>,
-    /// Password for the sentinels (`sentinel sentinel-pass` / `requirepass` on the sentinels).
-    /// Default: none. It never appears in error messages.
+    /// The password of the sentinels (their `requirepass`, or `sentinelUsername`'s); `password`
+    /// is the data nodes'. Default: none. It never appears in error messages.
     pub sentinel_password: Option<String>,
     /// How long opening a connection may take, in milliseconds. Default `1000`.
     pub connect_timeout_ms: Option<f64>,

@@ -41,8 +41,9 @@ const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
 /// sentinel still answers.
 const WATCH_PING: Duration = Duration::from_secs(5);
 
-/// How long the subscription waits before it subscribes again (to the next sentinel).
-const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(200);
+/// How long the subscription waits before it subscribes again (to the next sentinel): calls
+/// that fail meanwhile still look for the primary.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 
 /// The primary of one master name, through its sentinels.
 pub struct Sentinel {
