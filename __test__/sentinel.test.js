@@ -253,36 +253,6 @@ describe('Redis Sentinel', () => {
     assert.deepEqual(unhandled, [], 'no rejection went unhandled')
   })
 
-  it('follows +switch-master with no call in between: the first call after the failover goes to the new primary', async () => {
-    assert.ok(store, 'the SIGKILL test ran first')
-    const old = await setup.masterPort()
-    await setup.sentinelsAgree(old)
-    await setup.replicasSynced()
-    const limiter = new FixedWindow({ client: store, namespace: 'sw:', limits: [{ duration: 60_000, limit: 10 }] })
-    assert.equal((await limiter.consume('id')).remaining, 9)
-    // With no call made, only the sentinels' +switch-master can tell the store of the new primary:
-    // it reports it as a 'reconnect' of that node.
-    let onReconnect
-    const reconnected = new Promise((resolve) => {
-      onReconnect = ({ node }) => resolve(node)
-      store.on('reconnect', onReconnect)
-    })
-    const unavailable = store.stats().failures.ERR_STORE_UNAVAILABLE
-    await setup.failover()
-    let timer
-    const node = await Promise.race([
-      reconnected,
-      new Promise((resolve) => (timer = setTimeout(() => resolve('none within 30 s'), 30_000))),
-    ])
-    clearTimeout(timer)
-    store.off('reconnect', onReconnect)
-    const moved = await setup.masterPort()
-    assert.notEqual(moved, old)
-    assert.equal(node, `127.0.0.1:${moved}`)
-    assert.equal((await limiter.consume('id')).remaining, 8, 'the first call went to the new primary')
-    assert.equal(store.stats().failures.ERR_STORE_UNAVAILABLE, unavailable, 'no call failed')
-  })
-
   it('logs in to the sentinels and to the data nodes as their own ACL users, and says which refused', async () => {
     const { name, sentinelAddresses } = setup
     const hosts = sentinelAddresses.map((s) => `${s.host}:${s.port}`).join(',')
@@ -353,6 +323,71 @@ describe('Redis Sentinel', () => {
       })
     } finally {
       await fresh.close()
+    }
+  })
+  // Last: it kills the sentinels.
+  it('follows +switch-master with no call in between; without it, leaves a demoted primary at its first READONLY', async () => {
+    assert.ok(store, 'the SIGKILL test ran first')
+    const { name, sentinelAddresses } = setup
+    // `blind` may not subscribe: this store learns of the failover only from the old primary.
+    const blind = new RedisStore({ sentinels: sentinelAddresses, name, sentinelUsername: 'blind', sentinelPassword: 'bpw' })
+    try {
+      const old = await setup.masterPort()
+      await setup.sentinelsAgree(old)
+      await setup.replicasSynced()
+      const limits = [{ duration: 60_000, limit: 100 }]
+      const subscribed = new FixedWindow({ client: store, namespace: 'sw:', limits })
+      const limiter = new FixedWindow({ client: blind, namespace: 'ro:', limits })
+      assert.equal((await subscribed.consume('id')).remaining, 99)
+      assert.equal((await limiter.consume('id')).remaining, 99)
+      // With no call made, only the sentinels' +switch-master can tell `store` of the new
+      // primary: it reports it as a 'reconnect' of that node.
+      let onReconnect
+      const reconnected = new Promise((resolve) => {
+        onReconnect = ({ node }) => resolve(node)
+        store.on('reconnect', onReconnect)
+      })
+      const unavailable = store.stats().failures.ERR_STORE_UNAVAILABLE
+      await setup.failover()
+      let timer
+      const node = await Promise.race([
+        reconnected,
+        new Promise((resolve) => (timer = setTimeout(() => resolve('none within 30 s'), 30_000))),
+      ])
+      clearTimeout(timer)
+      store.off('reconnect', onReconnect)
+      const moved = await setup.masterPort()
+      assert.notEqual(moved, old)
+      assert.equal(node, `127.0.0.1:${moved}`)
+      assert.equal((await subscribed.consume('id')).remaining, 98, 'the first call went to the new primary')
+      assert.equal(store.stats().failures.ERR_STORE_UNAVAILABLE, unavailable, 'no call failed')
+
+      const demoted = setup.nodes.find((n) => n.port === old)
+      const deadline = Date.now() + 30_000
+      while ((await demoted.cli('ROLE')).split('\n')[0] !== 'slave' && Date.now() < deadline) await sleep(50)
+      assert.equal((await demoted.cli('ROLE')).split('\n')[0], 'slave', 'the old primary was demoted')
+      // Sentinel cut the old primary's clients; with the sentinels gone too, `blind` can only
+      // dial the node it knew, which is a replica now and answers READONLY.
+      await Promise.all(setup.sentinels.map((sentinel) => sentinel.kill()))
+      const outcomes = []
+      while (Date.now() < deadline && !outcomes.some((o) => /READONLY/.test(o.error?.message))) {
+        outcomes.push(await settle(() => limiter.consume('id')))
+        await sleep(20)
+      }
+      const readonly = outcomes.findIndex((o) => /READONLY/.test(o.error?.message))
+      assert.ok(readonly >= 0, outcomes.map((o) => o.error?.message).join('\n'))
+      assert.match(outcomes[readonly].error.message, new RegExp(`127\\.0\\.0\\.1:${old} \\(primary of \`${name}\``))
+      // Forgotten at once: the next call does not go there, and fails fast.
+      const next = await settle(() => limiter.consume('id'))
+      outcomes.push(next)
+      assert.ok(next.error && !/READONLY/.test(next.error.message), next.error?.message)
+      for (const o of outcomes) {
+        assert.equal(o.error?.code, 'ERR_STORE_UNAVAILABLE', 'no call was answered')
+        assert.ok(o.ended - o.started < HANG_MS)
+      }
+      assert.equal(await demoted.cli('HGET', 'ro:id', '60000000'), '1', 'the demoted primary took no write')
+    } finally {
+      await blind.close()
     }
   })
 })

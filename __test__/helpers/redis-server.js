@@ -487,7 +487,8 @@ async function pollUntil(check, what, timeoutMs = CLUSTER_TIMEOUT_MS) {
  * Starts a Sentinel setup on free loopback ports: a primary, 2 replicas (synced before this
  * resolves) and 3 sentinels (`redis-server <conf> --sentinel`, quorum 2, `down-after-milliseconds`
  * 1000 by default) that all know each other and both replicas. Besides the open default user,
- * the data nodes have the ACL user `limiter` (password `pw`), the sentinels `watcher` (`spw`).
+ * the data nodes have the ACL user `limiter` (password `pw`), the sentinels `watcher` (`spw`) and
+ * `blind` (`bpw`, who may not subscribe to any channel).
  * @param {{ name?: string, downAfterMs?: number }} [options]
  * @returns {Promise<{ name: string, primary: object, replicas: object[], sentinels: object[],
  *   nodes: object[], sentinelAddresses: Array<{ host: string, port: number }>,
@@ -571,6 +572,8 @@ async function startSentinel(options = {}) {
       `sentinel failover-timeout ${name} 10000`,
       `sentinel parallel-syncs ${name} 1`,
       'user watcher on >spw ~* &* +@all',
+      // No channel: cannot subscribe to +switch-master (Redis 7 gives new users no channel).
+      'user blind on >bpw ~* resetchannels +@all',
       '',
     ].join('\n')
     setup.sentinels = await Promise.all([0, 1, 2].map(() => start({ conf, args: ['--sentinel'] })))

@@ -5,7 +5,8 @@
 //!   open connection first) and confirmed with `ROLE` before any call goes to it.
 //! - It is looked for again (at most once per [`REFRESH_INTERVAL`]) when a call to it fails
 //!   with a connection error or a timeout, when it answers `READONLY` (a demoted primary: it is
-//!   forgotten at once, so it never takes a write), and when a sentinel publishes
+//!   forgotten at once, so it never takes a write; inside a script, where a call's error is its
+//!   answer, too), and when a sentinel publishes
 //!   `+switch-master` for the name (a subscription kept by a background task).
 //! - Meanwhile calls fail fast with `ERR_STORE_UNAVAILABLE` naming the node and the master name:
 //!   a node whose connection just failed is not dialled again for [`super::link::DOWN_FOR`], and
@@ -140,7 +141,9 @@ impl Sentinel {
             }
             Err(error) => Err(error),
         };
-        result.map_err(|error| self.failed(&primary, error))
+        result
+            .and_then(refused_as_replica)
+            .map_err(|error| self.failed(&primary, error))
     }
 
     /// How messages name the primary: its address and the master name.
@@ -440,6 +443,24 @@ async fn watch(shared: Weak<Shared>) {
             }
         }
         tokio::time::sleep(RESUBSCRIBE_AFTER).await;
+    }
+}
+
+/// A script's answer, or the `READONLY` error that one of its calls met: the scripts answer
+/// each call that fails alone with its error message, and on a replica every write fails so.
+fn refused_as_replica(value: Value) -> Result<Value, RedisError> {
+    let readonly = |answer: &Value| matches!(answer, Value::BulkString(message) if message.starts_with(b"READONLY "));
+    let demoted = match &value {
+        Value::Array(answers) => answers.iter().find(|answer| readonly(answer)),
+        _ => None,
+    };
+    match demoted {
+        Some(Value::BulkString(message)) => Err(RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ReadOnly),
+            "the primary was demoted to a replica",
+            String::from_utf8_lossy(message).into_owned(),
+        ))),
+        _ => Ok(value),
     }
 }
 
