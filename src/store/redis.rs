@@ -208,18 +208,24 @@ impl RedisStore {
         Ok(reply
             .into_iter()
             .map(|answer| match answer {
-                // The script answers a call that failed alone with its error message.
+                // The script answers a call that failed alone with its error message. A replica
+                // (a primary demoted, at a fixed address) refuses every write: Redis is then
+                // unavailable for this store, as when it refuses the command itself.
                 Value::BulkString(message) => {
                     let message = String::from_utf8_lossy(&message);
-                    let failure = Failure::error(
-                        ErrorCode::StoreError,
-                        format!(
-                            "Redis at {} answered with an error: {message}",
-                            self.node_of(first_key)
-                        ),
-                    )
-                    .with_cause("ResponseError", message);
-                    Err(failure)
+                    let node = self.node_of(first_key);
+                    let failure = if message.starts_with("READONLY ") {
+                        Failure::error(
+                            ErrorCode::StoreUnavailable,
+                            format!("Redis at {node} is unavailable: a replica: {message}"),
+                        )
+                    } else {
+                        Failure::error(
+                            ErrorCode::StoreError,
+                            format!("Redis at {node} answered with an error: {message}"),
+                        )
+                    };
+                    Err(failure.with_cause("ResponseError", message))
                 }
                 answer => Ok(answer),
             })
