@@ -12,6 +12,7 @@ const IORedis = require('ioredis')
 
 const { FixedWindow, RedisStore } = require('..')
 const { startSentinel } = require('./helpers/redis-server.js')
+const { hashCounts } = require('./helpers/hash-counts.js')
 
 const COMMAND_TIMEOUT_MS = 500
 /** A call that has not settled this long after it started has hung. */
@@ -62,20 +63,6 @@ function ioredisWriter(client) {
 function firstSuccessAfter(outcomes, at) {
   const ends = outcomes.filter((o) => o.started >= at && !o.error && !o.hung).map((o) => o.ended)
   return ends.length > 0 ? Math.min(...ends) - at : Infinity
-}
-
-/** The `field` of each hash in `keys` as the node on `port` holds it (0 when absent). */
-async function countsOn(port, keys, field) {
-  const node = new IORedis({ host: '127.0.0.1', port, lazyConnect: true })
-  try {
-    await node.connect()
-    const pipeline = node.pipeline()
-    for (const key of keys) pipeline.hget(key, field)
-    const replies = await pipeline.exec()
-    return new Map(keys.map((key, i) => [key, Number(replies[i][1] ?? 0)]))
-  } finally {
-    node.disconnect()
-  }
 }
 
 describe('Redis Sentinel', () => {
@@ -156,7 +143,7 @@ describe('Redis Sentinel', () => {
     // What each replica holds now is what can survive the kill: read before any promotion.
     const keys = ids.map((id) => `fo:${id}`)
     const field = String(WINDOW_MS * 1000)
-    const held = new Map(await Promise.all(setup.replicas.map(async (r) => [r.port, await countsOn(r.port, keys, field)])))
+    const held = new Map(await Promise.all(setup.replicas.map(async (r) => [r.port, await hashCounts(r.port, keys, field)])))
 
     // Traffic until 5 rounds in a row have no failure (after the failover), 30 s at most.
     let clean = 0
@@ -247,7 +234,7 @@ describe('Redis Sentinel', () => {
     }
     // The last round went to the new primary (a replica takes no write), with TTLs.
     const newPrimary = setup.nodes.find((n) => n.port === moved)
-    const held = await countsOn(newPrimary.port, ids.map((id) => `co:${id}`), '60000000')
+    const held = await hashCounts(newPrimary.port, ids.map((id) => `co:${id}`), '60000000')
     assert.ok([...held.values()].every((count) => count > 0), 'every id is counted on the new primary')
     assert.ok(Number(await newPrimary.cli('PTTL', `co:${ids[0]}`)) > 0)
     assert.deepEqual(unhandled, [], 'no rejection went unhandled')
