@@ -50,7 +50,14 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 pub struct Sentinel {
     shared: Arc<Shared>,
     /// The `+switch-master` subscription, started by the first call.
-    watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    watcher: Mutex<Watcher>,
+}
+
+enum Watcher {
+    NotStarted,
+    Running(tokio::task::JoinHandle<()>),
+    /// After `close()`: a call still under way does not start it again.
+    Closed,
 }
 
 struct Shared {
@@ -113,7 +120,7 @@ impl Sentinel {
                 lookup: tokio::sync::Mutex::new(Lookup::default()),
                 counters,
             }),
-            watcher: Mutex::new(None),
+            watcher: Mutex::new(Watcher::NotStarted),
         }
     }
 
@@ -156,7 +163,7 @@ impl Sentinel {
 
     /// Stops following the sentinels and drops the connections.
     pub fn close(&self) {
-        self.stop_watching();
+        self.stop_watching(Watcher::Closed);
         *self
             .shared
             .primary
@@ -191,14 +198,14 @@ impl Sentinel {
     /// Starts the `+switch-master` subscription, once.
     fn watch(&self) {
         let mut watcher = self.watcher.lock().unwrap_or_else(|p| p.into_inner());
-        if watcher.is_none() {
-            *watcher = Some(tokio::spawn(watch(Arc::downgrade(&self.shared))));
+        if matches!(*watcher, Watcher::NotStarted) {
+            *watcher = Watcher::Running(tokio::spawn(watch(Arc::downgrade(&self.shared))));
         }
     }
 
-    fn stop_watching(&self) {
+    fn stop_watching(&self, then: Watcher) {
         let mut watcher = self.watcher.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(task) = watcher.take() {
+        if let Watcher::Running(task) = std::mem::replace(&mut *watcher, then) {
             task.abort();
         }
     }
@@ -206,7 +213,7 @@ impl Sentinel {
 
 impl Drop for Sentinel {
     fn drop(&mut self) {
-        self.stop_watching();
+        self.stop_watching(Watcher::Closed);
     }
 }
 
