@@ -151,6 +151,8 @@ export declare class RedisStore {
   get closed(): boolean
   /** `true` when the store speaks Redis Cluster. */
   get isCluster(): boolean
+  /** `true` when the store finds its primary through Redis Sentinel. */
+  get isSentinel(): boolean
   /**
    * What the store has done since it was made: calls, failures by code, connections opened
    * and reopened, scripts loaded again (after a restart or failover), and script calls sent
@@ -440,14 +442,30 @@ export interface LogEntry {
  * new RedisStore({ host: 'redis.internal', port: 6380, password: process.env.REDIS_PASSWORD })
  * new RedisStore('rediss://user:secret@redis.internal:6380/2')
  * new RedisStore({ cluster: ['redis://10.0.0.1:7000', 'redis://10.0.0.2:7000'] })
+ * new RedisStore({ sentinels: [{ host: '10.0.0.1', port: 26379 }, { host: '10.0.0.2', port: 26379 }], name: 'mymaster', password })
+ * new RedisStore('redis+sentinel://:secret@10.0.0.1:26379,10.0.0.2:26379/mymaster')
  * ```
  */
 export interface RedisOptions {
   /**
-   * `redis://[user[:password]@]host[:port][/db]`, `rediss://` for TLS, or
-   * `redis+unix:///path/to/socket`. Default: from `host` and `port`.
+   * `redis://[user[:password]@]host[:port][/db]`, `rediss://` for TLS,
+   * `redis+unix:///path/to/socket`, or through Sentinel
+   * `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/name[/db]` (the
+   * sentinels' addresses, port `26379` by default; the master name; the credentials and
+   * database of the data nodes; `rediss+sentinel://` for TLS to the data nodes). Default:
+   * from `host` and `port`.
    */
   url?: string
+  /**
+   * A unix socket's path, as ioredis and node-redis name it (the same as a
+   * `redis+unix:///path/to/socket` URL); not with `url`, `host`, `port`, `cluster`,
+   * `sentinels` or `tls`. Default: none (TCP).
+   *
+   * ```js
+   * new RedisStore({ path: '/run/redis/redis.sock', password })
+   * ```
+   */
+  path?: string
   /** Default `'127.0.0.1'`. */
   host?: string
   /** Default `6379`. */
@@ -470,6 +488,36 @@ export interface RedisOptions {
   tls?: boolean | RedisTlsOptions
   /** URLs of one or more Redis Cluster nodes; the rest are discovered. Default: not a cluster. */
   cluster?: Array<string>
+  /**
+   * Redis Sentinel: the sentinels that monitor `name` (one or more; the store asks them for
+   * the primary, confirms it with `ROLE`, and follows failovers). Not with `url`, `host`,
+   * `port`, `path` or `cluster`. `username`, `password`, `db`, `tls` and the timeouts are
+   * those of the data nodes; the sentinels are reached without TLS. Default: no Sentinel.
+   *
+   * ```js
+   * new RedisStore({ sentinels: [{ host: '10.0.0.1', port: 26379 }, { host: '10.0.0.2' }], name: 'mymaster' })
+   * ```
+   */
+  sentinels?: Array<SentinelAddress>
+  /**
+   * The master name the sentinels monitor (their `sentinel monitor <name> ...`); required
+   * with `sentinels`. Example: `'mymaster'`.
+   */
+  name?: string
+  /**
+   * The ACL user to log in to the sentinels as (a user of the sentinels' own ACL, not the
+   * data nodes'). Default: none (the default user).
+   *
+   * ```js
+   * new RedisStore({ sentinels, name: 'mymaster', sentinelUsername: 'watcher', sentinelPassword, password })
+   * ```
+   */
+  sentinelUsername?: string
+  /**
+   * The password of the sentinels (their `requirepass`, or `sentinelUsername`'s); `password`
+   * is the data nodes'. Default: none. It never appears in error messages.
+   */
+  sentinelPassword?: string
   /** How long opening a connection may take, in milliseconds. Default `1000`. */
   connectTimeoutMs?: number
   /**
@@ -546,6 +594,20 @@ export interface RollingWindowOptions {
    * rolling-rate-limiter). Default `'ratekeeper:'`. Ignored in memory.
    */
   namespace?: string
+}
+
+/**
+ * One sentinel's address, as ioredis names it.
+ *
+ * ```js
+ * { host: '10.0.0.1', port: 26379 }
+ * ```
+ */
+export interface SentinelAddress {
+  /** The sentinel's host name or IP address. */
+  host: string
+  /** Default `26379`. */
+  port?: number
 }
 
 /**

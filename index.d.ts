@@ -44,10 +44,17 @@ export import LogEntry = binding.LogEntry
 export type Id = string | number
 
 /**
- * Where a Redis-backed limiter keeps its state: a shared {@link RedisStore}, a Redis URL, an
- * options object, or an existing ioredis / node-redis client (single node or cluster), whose
+ * Where a Redis-backed limiter keeps its state: a shared {@link RedisStore}, a Redis URL
+ * (`redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`), an options object (a node,
+ * a unix socket `path`, a `cluster`, or `sentinels` and `name`), or an existing ioredis /
+ * node-redis client (single node, unix socket, cluster, or ioredis in Sentinel mode), whose
  * connection settings are read so that ratekeeper opens its own connection to the same server.
  * Limiters given the same URL or client object share one connection.
+ *
+ * ```js
+ * new FixedWindow({ client: 'redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster', limits })
+ * new FixedWindow({ client: new IORedis({ sentinels: [{ host: '10.0.0.1', port: 26379 }], name: 'mymaster' }), limits })
+ * ```
  */
 export type RedisClientLike = RedisStore | string | RedisOptions | object
 

@@ -13,6 +13,7 @@ const IORedis = require('ioredis')
 
 const { FixedWindow, RedisStore } = require('..')
 const { startCluster, keySlot } = require('./helpers/redis-server.js')
+const { hashCounts } = require('./helpers/hash-counts.js')
 
 const COMMAND_TIMEOUT_MS = 500
 /** A call that has not settled this long after it started has hung. */
@@ -38,21 +39,6 @@ async function clusterNodes(cluster, port) {
       ranges: slots.filter((s) => /^\d/.test(s)).map((s) => s.split('-').map(Number)).map(([a, b = a]) => [a, b]),
     }
   })
-}
-
-/** The `field` of each hash in `keys` as a replica holds it (0 when absent), in one pipeline. */
-async function replicaCounts(port, keys, field) {
-  const replica = new IORedis({ host: '127.0.0.1', port, lazyConnect: true, enableOfflineQueue: true })
-  try {
-    await replica.connect()
-    await replica.call('READONLY')
-    const pipeline = replica.pipeline()
-    for (const key of keys) pipeline.hget(key, field)
-    const replies = await pipeline.exec()
-    return new Map(keys.map((key, i) => [key, Number(replies[i][1] ?? 0)]))
-  } finally {
-    replica.disconnect()
-  }
 }
 
 const inRanges = (slot, ranges) => ranges.some(([from, to]) => slot >= from && slot <= to)
@@ -123,7 +109,7 @@ describe('Redis Cluster under change', () => {
     // What the victim's replica holds now is what survives the kill: read it before traffic
     // resumes (and before the replica is promoted, which takes over a second).
     const replica = nodes.find((n) => !n.master && n.masterId === victim.id)
-    const survived = await replicaCounts(replica.port, [...onVictim].map((id) => `fo:${id}`), '3600000000')
+    const survived = await hashCounts(replica.port, [...onVictim].map((id) => `fo:${id}`), '3600000000', { readonly: true })
 
     // Traffic until the store has answered 5 rounds in a row without a failure (after the
     // replica's promotion), for 30 s at most.

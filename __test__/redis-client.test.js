@@ -73,12 +73,34 @@ describe('ioredis', () => {
     assert.deepEqual(connectionOptionsFromClient(client), { host: 'redis.test', port: 6379, tls: true })
   })
 
-  it('refuses a unix socket and Sentinel mode', () => {
-    assertInvalid(() => connectionOptionsFromClient(ioredis({ lazyConnect: true, path: '/tmp/redis.sock' })), /unix socket/)
-    assertInvalid(() => connectionOptionsFromClient(ioredis('/tmp/redis.sock', { lazyConnect: true })), /unix socket/)
-    const sentinel = ioredis({ lazyConnect: true, sentinels: [{ host: 's.test', port: 26379 }], name: 'mymaster' })
+  it('reads a unix socket given as `path` or as the first argument', () => {
+    const client = ioredis({ lazyConnect: true, path: '/tmp/redis.sock', password: 'pw', db: 2 })
+    assert.deepEqual(connectionOptionsFromClient(client), { path: '/tmp/redis.sock', password: 'pw', db: 2 })
+    assert.deepEqual(connectionOptionsFromClient(ioredis('/tmp/redis.sock', { lazyConnect: true })), { path: '/tmp/redis.sock' })
+  })
+
+  it('reads Sentinel mode: the sentinels, the master name and both sets of credentials', () => {
+    const sentinel = ioredis({
+      lazyConnect: true,
+      sentinels: [{ host: 's1.test', port: 26380 }, { host: 's2.test' }],
+      name: 'mymaster',
+      sentinelPassword: 'spw',
+      password: 'pw',
+      db: 2,
+      tls: { servername: 'ignored.test' }, // ioredis uses it only with enableTLSForSentinelMode
+    })
     assert.equal(detectClientType(sentinel), 'ioredis')
-    assertInvalid(() => connectionOptionsFromClient(sentinel), /Sentinel/)
+    assert.deepEqual(connectionOptionsFromClient(sentinel), {
+      sentinels: [{ host: 's1.test', port: 26380 }, { host: 's2.test', port: 26379 }],
+      name: 'mymaster',
+      sentinelPassword: 'spw',
+      password: 'pw',
+      db: 2,
+    })
+    const withTls = ioredis({ lazyConnect: true, sentinels: [{ host: 's.test', port: 26379 }], name: 'm', enableTLSForSentinelMode: true, tls: {} })
+    assert.equal(connectionOptionsFromClient(withTls).tls, true)
+    const sentinelTls = ioredis({ lazyConnect: true, sentinels: [{ host: 's.test', port: 26379 }], name: 'm', sentinelTLS: {} })
+    assertInvalid(() => connectionOptionsFromClient(sentinelTls), /sentinelTLS/)
   })
 })
 
@@ -156,8 +178,12 @@ describe('node-redis', () => {
     assert.deepEqual(connectionOptionsFromClient(client.duplicate()), connectionOptionsFromClient(client))
   })
 
-  it('refuses a unix socket, a credentials provider, pools, Sentinel clients and legacy() wrappers', () => {
-    assertInvalid(() => connectionOptionsFromClient(createClient({ socket: { path: '/tmp/redis.sock' } })), /unix socket/)
+  it('reads a unix socket', () => {
+    const client = createClient({ socket: { path: '/tmp/redis.sock' }, username: 'u', password: 'p', database: 1 })
+    assert.deepEqual(connectionOptionsFromClient(client), { path: '/tmp/redis.sock', username: 'u', password: 'p', db: 1 })
+  })
+
+  it('refuses a credentials provider, pools, Sentinel clients and legacy() wrappers', () => {
     const provider = { type: 'async-credentials-provider', credentials: async () => ({ password: 'p' }) }
     assertInvalid(() => connectionOptionsFromClient(createClient({ credentialsProvider: provider })), /credentialsProvider/)
 

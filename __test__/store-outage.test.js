@@ -254,4 +254,24 @@ describe('RedisStore stats and events', () => {
       assert.throws(() => store.on('error', 'not a function'), { name: 'TypeError', code: 'ERR_INVALID_ARGUMENT' })
     })
   })
+
+  it('a replica at the address given (a primary demoted) rejects with ERR_STORE_UNAVAILABLE, so the policy applies', async () => {
+    const primary = await startRedis()
+    const replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(primary.port)] })
+    const store = new RedisStore({ url: replica.url, commandTimeoutMs: 1000 })
+    try {
+      const limits = [{ duration: 60_000, limit: 10 }]
+      await assert.rejects(new FixedWindow({ client: store, limits }).consume('a'), (error) => {
+        assert.equal(error.code, 'ERR_STORE_UNAVAILABLE')
+        assert.match(error.message, new RegExp(`127\\.0\\.0\\.1:${replica.port} is unavailable: a replica: READONLY`))
+        return true
+      })
+      const answer = await new FixedWindow({ client: store, limits, onStoreError: 'allow' }).consume('a')
+      assert.equal(answer.allowed, true)
+      assert.equal(answer.reason, 'store-unavailable')
+    } finally {
+      await store.close()
+      await Promise.all([replica.stop(), primary.stop()])
+    }
+  })
 })

@@ -6,7 +6,8 @@
  * required. Where the settings live:
  *
  * - ioredis `Redis`: `client.options` (`host`, `port`, `path`, `username`, `password`, `db`,
- *   `tls`, `sentinels`), a URL already parsed into them by the constructor.
+ *   `tls`; in Sentinel mode `sentinels`, `name`, `sentinelUsername`, `sentinelPassword`,
+ *   `enableTLSForSentinelMode`), a URL already parsed into them by the constructor.
  * - ioredis `Cluster`: `client.startupNodes` (objects, URLs or ports) and
  *   `client.options.redisOptions` (shared by every node; a startup node's own fields win).
  * - node-redis client: `client.options` (`url`, `socket.{host,port,tls,path}`, `username`,
@@ -40,26 +41,28 @@ function detectClientType(client) {
 /**
  * Our connection options for the server (or cluster) `client` talks to.
  *
- * Single node: `{ host, port, username?, password?, db?, tls? }` (`db` only when not 0, `tls`
- * only when on: `true`, or the TLS options we take from the client's). Cluster: `{ cluster: ['redis://host:port', ...], username?, password?,
- * tls? }`, the credentials and TLS being those the client uses for its first node.
+ * Single node: `{ host, port, username?, password?, db?, tls? }`, or `{ path, ... }` for a unix
+ * socket, or `{ sentinels: [{ host, port }], name, sentinelUsername?, sentinelPassword?, ... }`
+ * for an ioredis client in Sentinel mode (`db` only when not 0, `tls` only when on: `true`, or the TLS options we take from the
+ * client's). Cluster: `{ cluster: ['redis://host:port', ...], username?, password?, tls? }`, the
+ * credentials and TLS being those the client uses for its first node.
  *
  * @param {unknown} client an ioredis or node-redis client, single node or cluster
  * @returns {{ host: string, port: number, username?: string, password?: string, db?: number, tls?: true | object }
+ *   | { path: string, username?: string, password?: string, db?: number }
+ *   | { sentinels: Array<{ host: string, port: number }>, name?: string, sentinelUsername?: string,
+ *       sentinelPassword?: string, username?: string, password?: string, db?: number, tls?: true | object }
  *   | { cluster: string[], username?: string, password?: string, tls?: true | object }}
  * @throws {TypeError} `code: 'ERR_INVALID_OPTION'` when `client` is not a recognised client, or
- *   is one whose settings cannot be used (unix socket, Sentinel, credentials provider, ...)
+ *   is one whose settings cannot be used (a credentials provider, a node-redis pool, ...)
  */
 function connectionOptionsFromClient(client) {
   switch (detectClientType(client)) {
-    case 'ioredis': {
-      const { host, port, username, password, db, tls } = fromIORedis(client.options)
-      return clean({ host, port, username, password, db: db || undefined, tls: tls || undefined })
-    }
-    case 'node-redis': {
-      const { host, port, username, password, db, tls } = fromNodeRedis(client.options)
-      return clean({ host, port, username, password, db: db || undefined, tls: tls || undefined })
-    }
+    case 'ioredis':
+      if (client.options && client.options.sentinels) return fromIORedisSentinel(client.options)
+      return singleNodeOptions(fromIORedis(client.options))
+    case 'node-redis':
+      return singleNodeOptions(fromNodeRedis(client.options))
     case 'ioredis-cluster': {
       const shared = (client.options && client.options.redisOptions) || {}
       const nodes = client.startupNodes.map((node) => {
@@ -83,6 +86,12 @@ function connectionOptionsFromClient(client) {
         `\`client\` must be an ioredis or node-redis client (single node or cluster), got ${describe(client)}`,
       )
   }
+}
+
+/** Our options for one node (by TCP address or unix socket `path`) from a client's settings. */
+function singleNodeOptions({ host, port, path, username, password, db, tls }) {
+  const address = path ? { path } : { host, port }
+  return clean({ ...address, username, password, db: db || undefined, tls: tls || undefined })
 }
 
 function invalid(message) {
@@ -137,16 +146,8 @@ function fromIORedis(options) {
   if (!options || typeof options !== 'object') {
     throw invalid(`\`client\` does not expose its connection settings (\`options\`); ${INSTEAD}`)
   }
-  if (options.sentinels) {
-    throw invalid(`\`client\` is an ioredis client in Sentinel mode, whose master cannot be read from it; ${INSTEAD}`)
-  }
-  if (options.path) {
-    throw invalid(
-      '`client` connects through a unix socket, which cannot be read from it: ' +
-        "pass `{ url: 'redis+unix:///path/to/socket' }` as `client` instead",
-    )
-  }
   return {
+    path: options.path || undefined,
     host: options.host || 'localhost',
     port: Number(options.port) || 6379,
     username: options.username,
@@ -154,6 +155,36 @@ function fromIORedis(options) {
     db: Number(options.db) || 0,
     tls: tlsOf(options.tls),
   }
+}
+
+/**
+ * Our Sentinel options from an ioredis client in Sentinel mode: its `sentinels` and `name`, the
+ * sentinels' credentials, and the data nodes' credentials, `db` and TLS (which ioredis uses only
+ * with `enableTLSForSentinelMode`).
+ */
+function fromIORedisSentinel(options) {
+  if (!Array.isArray(options.sentinels)) {
+    throw invalid(`\`client\` has \`sentinels\` that are not an array of { host, port }; ${INSTEAD}`)
+  }
+  if (options.sentinelTLS) {
+    throw invalid(`\`client\` reaches its sentinels with TLS (\`sentinelTLS\`), which ratekeeper does not; ${INSTEAD}`)
+  }
+  const sentinels = options.sentinels.map((sentinel) => ({
+    host: (sentinel && sentinel.host) || 'localhost',
+    port: Number(sentinel && sentinel.port) || 26379,
+  }))
+  const { name, sentinelUsername, sentinelPassword, username, password, db } = options
+  const tls = options.enableTLSForSentinelMode && tlsOf(options.tls)
+  return clean({
+    sentinels,
+    name,
+    sentinelUsername,
+    sentinelPassword,
+    username,
+    password,
+    db: Number(db) || undefined,
+    tls: tls || undefined,
+  })
 }
 
 /**
@@ -176,13 +207,8 @@ function fromNodeRedis(options) {
     )
   }
   const socket = options.socket || {}
-  if (socket.path != null) {
-    throw invalid(
-      '`client` connects through a unix socket, which cannot be read from it: ' +
-        "pass `{ url: 'redis+unix:///path/to/socket' }` as `client` instead",
-    )
-  }
   const settings = {
+    path: socket.path || undefined,
     host: socket.host || 'localhost',
     port: Number(socket.port) || 6379,
     username: options.username,

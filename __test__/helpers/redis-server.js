@@ -165,10 +165,20 @@ function cli(port, ...args) {
 /** Thrown when the redis-server exits before answering (typically: its port was taken). */
 class ExitedEarly extends Error {}
 
-/** Starts one redis-server on `port` in `dir`; resolves the child once it answers PING. */
-async function launch(port, dir, extraArgs) {
+/**
+ * Starts one redis-server on `port` in `dir`; resolves the child once it answers PING. With
+ * `conf`, its text is written to `dir/redis.conf`, given first (a sentinel needs a config file
+ * it can rewrite).
+ */
+async function launch(port, dir, extraArgs, conf) {
   if (port === RESERVED_PORT) throw new Error('refusing to start a test redis-server on port 6379')
+  let confFile = []
+  if (conf !== undefined) {
+    confFile = [path.join(dir, 'redis.conf')]
+    fs.writeFileSync(confFile[0], conf)
+  }
   const args = [
+    ...confFile,
     '--bind', HOST,
     '--port', String(port),
     '--save', '',
@@ -228,8 +238,9 @@ async function terminate(child) {
 
 /**
  * Starts a redis-server on a free loopback port (`options.args`: extra redis-server arguments, in
- * which `{port}` is replaced by the server's port and `{busPort}` by a second free port).
- * @param {{ args?: string[] }} [options]
+ * which `{port}` is replaced by the server's port and `{busPort}` by a second free port;
+ * `options.conf`: the text of a config file given first, e.g. a sentinel's).
+ * @param {{ args?: string[], conf?: string }} [options]
  * @returns {Promise<{ host: string, port: number, url: string, readonly pid: number,
  *   stop(): Promise<void>, restart(): Promise<void>, cli(...args: string[]): Promise<string> }>}
  */
@@ -247,7 +258,7 @@ async function startRedis(options = {}) {
     ;[port, busPort] = await freePorts(2)
     dir = makeTmpDir()
     try {
-      child = await launch(port, dir, withPorts())
+      child = await launch(port, dir, withPorts(), options.conf)
       break
     } catch (error) {
       removeTmpDir(dir)
@@ -285,7 +296,7 @@ async function startRedis(options = {}) {
       let lastError
       for (let attempt = 0; attempt < 10; attempt++) {
         try {
-          child = await launch(port, dir, withPorts())
+          child = await launch(port, dir, withPorts(), options.conf)
           return
         } catch (error) {
           lastError = error
@@ -455,4 +466,124 @@ function keySlot(key) {
   return crc % 16384
 }
 
-module.exports = { freePort, startRedis, startCluster, useRedisServer, withRedisServer, keySlot }
+/** True once every replica on `ports` reports `master_link_status:up`. */
+async function replicasUp(ports) {
+  const infos = await Promise.all(ports.map((port) => rawCommand(port, ['INFO', 'replication'])))
+  return { ok: infos.every((info) => typeof info === 'string' && info.includes('master_link_status:up')), infos }
+}
+
+/** Polls `check()` (resolving `{ ok, infos }`) every 100 ms until ok, or throws `what` after `timeoutMs`. */
+async function pollUntil(check, what, timeoutMs = CLUSTER_TIMEOUT_MS) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const { ok, infos } = await check()
+    if (ok) return
+    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms:\n${[].concat(infos).join('\n---\n')}`)
+    await sleep(100)
+  }
+}
+
+/**
+ * Starts a Sentinel setup on free loopback ports: a primary, 2 replicas (synced before this
+ * resolves) and 3 sentinels (`redis-server <conf> --sentinel`, quorum 2, `down-after-milliseconds`
+ * 1000 by default) that all know each other and both replicas. Besides the open default user,
+ * the data nodes have the ACL user `limiter` (password `pw`), the sentinels `watcher` (`spw`) and
+ * `blind` (`bpw`, who may not subscribe to any channel).
+ * @param {{ name?: string, downAfterMs?: number }} [options]
+ * @returns {Promise<{ name: string, primary: object, replicas: object[], sentinels: object[],
+ *   nodes: object[], sentinelAddresses: Array<{ host: string, port: number }>,
+ *   masterPort(): Promise<number | undefined>, replicasSynced(): Promise<void>,
+ *   sentinelsAgree(port: number): Promise<void>, failover(): Promise<void>, stop(): Promise<void> }>}
+ *   the servers are `startRedis` servers (`kill()`, `cli()`, ...)
+ */
+async function startSentinel(options = {}) {
+  const name = options.name || 'mymaster'
+  const started = []
+  const stopAll = () => Promise.all(started.map((server) => server.stop()))
+  const start = async (serverOptions) => {
+    const server = await startRedis(serverOptions)
+    started.push(server)
+    return server
+  }
+  try {
+    // ACL users beside the open default user (which the helpers' health checks use): `limiter`
+    // (password `pw`) on the data nodes, `watcher` (password `spw`) on the sentinels.
+    const sync = ['--repl-diskless-sync-delay', '0', '--user', 'limiter', 'on', '>pw', '~*', '&*', '+@all']
+    const primary = await start({ args: sync })
+    const replicas = await Promise.all(
+      [0, 1].map(() => start({ args: [...sync, '--replicaof', HOST, String(primary.port)] })),
+    )
+    const nodes = [primary, ...replicas]
+    const setup = {
+      name,
+      primary,
+      replicas,
+      nodes,
+      sentinels: [],
+      /** The port of the primary the sentinels name (the first that answers). */
+      async masterPort() {
+        for (const sentinel of setup.sentinels) {
+          const reply = await sentinel.cli('SENTINEL', 'get-master-addr-by-name', name).catch(() => '')
+          const port = Number(reply.split('\n')[1])
+          if (port) return port
+        }
+        return undefined
+      },
+      /** Resolves once every live replica of the current primary reports `master_link_status:up`. */
+      async replicasSynced() {
+        const master = (await setup.masterPort()) ?? primary.port
+        const live = nodes.filter((node) => !node.killed && node.port !== master)
+        await pollUntil(() => replicasUp(live.map((node) => node.port)), 'the replicas did not sync')
+      },
+      /**
+       * Resolves once every sentinel names the primary on `port`, with the other nodes as its
+       * replicas (a killed one stays listed, down) and the other sentinels.
+       */
+      async sentinelsAgree(port) {
+        const expected = `status=ok,address=${HOST}:${port},slaves=${nodes.length - 1},sentinels=${setup.sentinels.length}`
+        await pollUntil(async () => {
+          const infos = await Promise.all(setup.sentinels.map((s) => rawCommand(s.port, ['INFO', 'sentinel'])))
+          return { ok: infos.every((info) => typeof info === 'string' && info.includes(expected)), infos }
+        }, `the sentinels did not agree on ${expected}`)
+      },
+      /**
+       * `SENTINEL FAILOVER` (a coordinated failover), asked again until a sentinel takes it (a
+       * replica just converted is not promotable until the sentinels have seen it synced).
+       */
+      async failover() {
+        await pollUntil(async () => {
+          const reply = await setup.sentinels[0].cli('SENTINEL', 'FAILOVER', name)
+          return { ok: reply === 'OK', infos: [reply] }
+        }, 'no sentinel started a failover')
+      },
+      stop: stopAll,
+    }
+    for (const node of nodes) {
+      const kill = node.kill
+      node.kill = async () => {
+        node.killed = true
+        await kill()
+      }
+    }
+    await setup.replicasSynced()
+    const conf = [
+      `sentinel monitor ${name} ${HOST} ${primary.port} 2`,
+      `sentinel down-after-milliseconds ${name} ${options.downAfterMs ?? 1000}`,
+      `sentinel failover-timeout ${name} 10000`,
+      `sentinel parallel-syncs ${name} 1`,
+      'user watcher on >spw ~* &* +@all',
+      // No channel: cannot subscribe to +switch-master (Redis 7 gives new users no channel).
+      'user blind on >bpw ~* resetchannels +@all',
+      '',
+    ].join('\n')
+    setup.sentinels = await Promise.all([0, 1, 2].map(() => start({ conf, args: ['--sentinel'] })))
+    setup.sentinelAddresses = setup.sentinels.map((s) => ({ host: HOST, port: s.port }))
+    await setup.sentinelsAgree(primary.port)
+    return setup
+  } catch (error) {
+    await stopAll()
+    throw error
+  }
+}
+
+module.exports = { freePort, startRedis, startCluster, startSentinel, useRedisServer, withRedisServer, keySlot }

@@ -107,6 +107,12 @@ async function main(): Promise<void> {
   const stats = store.stats()
   console.log(stats.calls, stats.failures.ERR_STORE_UNAVAILABLE, stats.reconnects, stats.meanBatchSize)
   new RedisStore({ url: 'rediss://10.0.0.5:6380', tls: { ca: ['-----BEGIN CERTIFICATE-----'], servername: 'redis.internal', rejectUnauthorized: true } })
+  new RedisStore({ path: '/run/redis/redis.sock', password: 'pw' })
+  const ha: RedisStore = new RedisStore({ sentinels: [{ host: '10.0.0.1', port: 26379 }, { host: '10.0.0.2' }], name: 'mymaster', sentinelPassword: 'spw' })
+  const haIsSentinel: boolean = ha.isSentinel
+  new RedisStore('redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster')
+  // @ts-expect-error a sentinel is { host, port }, not a URL
+  new RedisStore({ sentinels: ['redis://10.0.0.1:26379'], name: 'mymaster' })
   // @ts-expect-error onStoreError is one of three policies
   new FixedWindow({ client: store, onStoreError: 'ignore', limits: [{ duration: 1000, limit: 5 }] })
   // @ts-expect-error the store emits 'error' and 'reconnect' only

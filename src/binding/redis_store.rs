@@ -15,7 +15,7 @@ use super::{js_error, rejected};
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::store::link::{RedisCounters, StoreEvent};
 use crate::store::redis::RedisStore;
-use crate::store::redis_config::{RedisConfig, RedisSettings, TlsSettings};
+use crate::store::redis_config::{RedisConfig, RedisSettings, TlsSettings, DEFAULT_SENTINEL_PORT};
 
 /// How to reach Redis. Every field is optional; a plain string is taken as `url`.
 ///
@@ -23,12 +23,26 @@ use crate::store::redis_config::{RedisConfig, RedisSettings, TlsSettings};
 /// new RedisStore({ host: 'redis.internal', port: 6380, password: process.env.REDIS_PASSWORD })
 /// new RedisStore('rediss://user:secret@redis.internal:6380/2')
 /// new RedisStore({ cluster: ['redis://10.0.0.1:7000', 'redis://10.0.0.2:7000'] })
+/// new RedisStore({ sentinels: [{ host: '10.0.0.1', port: 26379 }, { host: '10.0.0.2', port: 26379 }], name: 'mymaster', password })
+/// new RedisStore('redis+sentinel://:secret@10.0.0.1:26379,10.0.0.2:26379/mymaster')
 /// ```
 #[napi(object)]
 pub struct RedisOptions {
-    /// `redis://[user[:password]@]host[:port][/db]`, `rediss://` for TLS, or
-    /// `redis+unix:///path/to/socket`. Default: from `host` and `port`.
+    /// `redis://[user[:password]@]host[:port][/db]`, `rediss://` for TLS,
+    /// `redis+unix:///path/to/socket`, or through Sentinel
+    /// `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/name[/db]` (the
+    /// sentinels' addresses, port `26379` by default; the master name; the credentials and
+    /// database of the data nodes; `rediss+sentinel://` for TLS to the data nodes). Default:
+    /// from `host` and `port`.
     pub url: Option<String>,
+    /// A unix socket's path, as ioredis and node-redis name it (the same as a
+    /// `redis+unix:///path/to/socket` URL); not with `url`, `host`, `port`, `cluster`,
+    /// `sentinels` or `tls`. Default: none (TCP).
+    ///
+    /// ```js
+    /// new RedisStore({ path: '/run/redis/redis.sock', password })
+    /// ```
+    pub path: Option<String>,
     /// Default `'127.0.0.1'`.
     pub host: Option<String>,
     /// Default `6379`.
@@ -50,11 +64,46 @@ pub struct RedisOptions {
     pub tls: Option<bool>,
     /// URLs of one or more Redis Cluster nodes; the rest are discovered. Default: not a cluster.
     pub cluster: Option<Vec<String>>,
+    /// Redis Sentinel: the sentinels that monitor `name` (one or more; the store asks them for
+    /// the primary, confirms it with `ROLE`, and follows failovers). Not with `url`, `host`,
+    /// `port`, `path` or `cluster`. `username`, `password`, `db`, `tls` and the timeouts are
+    /// those of the data nodes; the sentinels are reached without TLS. Default: no Sentinel.
+    ///
+    /// ```js
+    /// new RedisStore({ sentinels: [{ host: '10.0.0.1', port: 26379 }, { host: '10.0.0.2' }], name: 'mymaster' })
+    /// ```
+    pub sentinels: Option<Vec<SentinelAddress>>,
+    /// The master name the sentinels monitor (their `sentinel monitor <name> ...`); required
+    /// with `sentinels`. Example: `'mymaster'`.
+    pub name: Option<String>,
+    /// The ACL user to log in to the sentinels as (a user of the sentinels' own ACL, not the
+    /// data nodes'). Default: none (the default user).
+    ///
+    /// ```js
+    /// new RedisStore({ sentinels, name: 'mymaster', sentinelUsername: 'watcher', sentinelPassword, password })
+    /// ```
+    pub sentinel_username: Option<String>,
+    /// The password of the sentinels (their `requirepass`, or `sentinelUsername`'s); `password`
+    /// is the data nodes'. Default: none. It never appears in error messages.
+    pub sentinel_password: Option<String>,
     /// How long opening a connection may take, in milliseconds. Default `1000`.
     pub connect_timeout_ms: Option<f64>,
     /// How long a call may wait for Redis before it rejects with `ERR_STORE_UNAVAILABLE`, in
     /// milliseconds. Default `1000`.
     pub command_timeout_ms: Option<f64>,
+}
+
+/// One sentinel's address, as ioredis names it.
+///
+/// ```js
+/// { host: '10.0.0.1', port: 26379 }
+/// ```
+#[napi(object)]
+pub struct SentinelAddress {
+    /// The sentinel's host name or IP address.
+    pub host: String,
+    /// Default `26379`.
+    pub port: Option<u32>,
 }
 
 /// TLS options, named as Node's `tls.connect` names them (ioredis passes the same).
@@ -162,6 +211,12 @@ impl JsRedisStore {
     #[napi(getter, catch_unwind)]
     pub fn is_cluster(&self) -> bool {
         self.inner.config().is_cluster()
+    }
+
+    /// `true` when the store finds its primary through Redis Sentinel.
+    #[napi(getter, catch_unwind)]
+    pub fn is_sentinel(&self) -> bool {
+        self.inner.config().is_sentinel()
     }
 
     /// What the store has done since it was made: calls, failures by code, connections opened
@@ -276,6 +331,7 @@ fn redis_settings(options: Option<Unknown>) -> Outcome<RedisSettings> {
     let mut r = OptionsReader::new(options, "Redis options", ErrorCode::InvalidOption, true)?;
     let settings = RedisSettings {
         url: r.string("url")?,
+        path: r.string("path")?,
         host: r.string("host")?,
         port: whole(&mut r, "port", 1.0, 65535.0)?.map(|p| p as u16),
         username: r.string("username")?,
@@ -284,6 +340,16 @@ fn redis_settings(options: Option<Unknown>) -> Outcome<RedisSettings> {
         tls: None,
         tls_options: None,
         cluster: r.strings("cluster")?,
+        sentinels: r.objects("sentinels", |s| {
+            let host = s
+                .string("host")?
+                .ok_or_else(|| s.missing("host", "a string"))?;
+            let port = whole(s, "port", 1.0, 65535.0)?.map_or(DEFAULT_SENTINEL_PORT, |p| p as u16);
+            Ok((host, port))
+        })?,
+        name: r.string("name")?,
+        sentinel_username: r.string("sentinelUsername")?,
+        sentinel_password: r.string("sentinelPassword")?,
         connect_timeout_ms: r.number("connectTimeoutMs")?,
         command_timeout_ms: r.number("commandTimeoutMs")?,
     };

@@ -25,7 +25,9 @@ use redis::{
     ServerErrorKind, Value,
 };
 
-use super::link::{is_connection_failure, query_script, NodeLink, RedisCounters};
+use super::link::{
+    connection_config, info_at, is_connection_failure, query_script, NodeLink, RedisCounters,
+};
 use super::slot::key_slot;
 
 const SLOTS: usize = 16384;
@@ -77,9 +79,7 @@ impl Cluster {
         command_timeout: Duration,
         counters: Arc<RedisCounters>,
     ) -> Self {
-        let connection_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(command_timeout));
+        let connection_config = connection_config(connect_timeout, command_timeout);
         Self {
             shared: Arc::new(Shared {
                 seeds: seeds
@@ -308,21 +308,8 @@ impl Shared {
         let (host, port) = split_node(node).ok_or_else(|| {
             RedisError::from((ErrorKind::InvalidClientConfig, "not a host:port address"))
         })?;
-        let addr = match self.template.addr() {
-            ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure: *insecure,
-                tls_params: tls_params.clone(),
-            },
-            _ => ConnectionAddr::Tcp(host, port),
-        };
         let link = Arc::new(NodeLink::new(
-            self.template.clone().set_addr(addr),
+            info_at(&self.template, host, port),
             self.connection_config.clone(),
             node.to_string(),
         ));
@@ -465,7 +452,7 @@ fn node_of(addr: &ConnectionAddr) -> Option<Node> {
 }
 
 /// `host:port` (the host may be an IPv6 address with colons) into its parts.
-fn split_node(node: &str) -> Option<(String, u16)> {
+pub(super) fn split_node(node: &str) -> Option<(String, u16)> {
     let (host, port) = node.rsplit_once(':')?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     Some((host.to_owned(), port.parse().ok()?))

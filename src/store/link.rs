@@ -182,6 +182,35 @@ pub async fn query_script(
     }
 }
 
+/// How a node's connections open: within `connect_timeout`, each command answered within
+/// `command_timeout`.
+pub fn connection_config(
+    connect_timeout: Duration,
+    command_timeout: Duration,
+) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(Some(command_timeout))
+}
+
+/// `template` (credentials, database, TLS settings) at `host:port`.
+pub fn info_at(template: &ConnectionInfo, host: String, port: u16) -> ConnectionInfo {
+    let addr = match template.addr() {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => ConnectionAddr::Tcp(host, port),
+    };
+    template.clone().set_addr(addr)
+}
+
 /// `host:port`, or a unix socket's path: never a password.
 pub fn address_of(addr: &ConnectionAddr) -> String {
     match addr {
@@ -249,7 +278,7 @@ impl RedisCounters {
         *self.listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(listener);
     }
 
-    fn emit(&self, event: StoreEvent) {
+    pub fn emit(&self, event: StoreEvent) {
         if let Some(listener) = &*self.listener.lock().unwrap_or_else(|p| p.into_inner()) {
             listener(event);
         }

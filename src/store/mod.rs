@@ -1,5 +1,6 @@
 //! Where limiter state lives: in this process ([`memory`]) or in Redis ([`redis`], configured by
-//! [`redis_config`], over one [`link`] per node, a Cluster followed by [`cluster`], its script
+//! [`redis_config`], over one [`link`] per node, a Cluster followed by [`cluster`], a primary
+//! found and followed through Redis Sentinel by [`sentinel`], its script
 //! calls batched by [`batch`], Cluster slots checked by [`slot`]).
 //!
 //! Stores know nothing of the algorithms: the memory store keeps one state value per id, the
@@ -11,4 +12,5 @@ pub mod link;
 pub mod memory;
 pub mod redis;
 pub mod redis_config;
+pub mod sentinel;
 pub mod slot;

@@ -5,17 +5,19 @@
 //! limiter built while Redis is down starts working as soon as Redis is up. Every call either
 //! answers or fails with `ERR_STORE_UNAVAILABLE` within `command_timeout`: it never hangs.
 //! Scripts go out as EVALSHA and are loaded again when Redis answers NOSCRIPT (after a restart
-//! or a failover). A Cluster is followed by [`super::cluster`].
+//! or a failover). A Cluster is followed by [`super::cluster`], a primary behind Redis Sentinel
+//! by [`super::sentinel`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, Script, ServerErrorKind, Value};
+use redis::{Cmd, ErrorKind, RedisError, Script, ServerErrorKind, Value};
 
 use super::cluster::Cluster;
 use super::link::{NodeLink, RedisCounters};
 use super::redis_config::RedisConfig;
+use super::sentinel::Sentinel;
 use crate::error::{ErrorCode, Failure, Outcome};
 
 /// A sorted-set member that no other call anywhere uses, shaped like rolling-rate-limiter's
@@ -73,6 +75,7 @@ pub struct RedisStore {
 enum Target {
     Single(Box<NodeLink>),
     Cluster(Cluster),
+    Sentinel(Sentinel),
 }
 
 impl RedisStore {
@@ -85,10 +88,17 @@ impl RedisStore {
                 config.command_timeout,
                 counters.clone(),
             ))
+        } else if let Some(sentinel) = &config.sentinel {
+            Target::Sentinel(Sentinel::new(
+                sentinel,
+                &config.nodes[0],
+                config.connect_timeout,
+                config.command_timeout,
+                counters.clone(),
+            ))
         } else {
-            let mut connection_config = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(config.connect_timeout))
-                .set_response_timeout(Some(config.command_timeout));
+            let mut connection_config =
+                super::link::connection_config(config.connect_timeout, config.command_timeout);
             if let Some((name, host)) = &config.server_name {
                 connection_config = connection_config.set_dns_resolver(ServerNameResolver {
                     name: name.clone(),
@@ -133,6 +143,10 @@ impl RedisStore {
                     .connect()
                     .await
                     .map_err(|e| self.failure(e.node.as_deref(), e.error)),
+                Target::Sentinel(sentinel) => sentinel
+                    .connect()
+                    .await
+                    .map_err(|e| self.failure(e.node.as_deref(), e.error)),
             }
         })
         .await
@@ -157,6 +171,10 @@ impl RedisStore {
             }
             Target::Cluster(cluster) => cluster
                 .query(key, cmd, script)
+                .await
+                .map_err(|e| self.failure(e.node.as_deref(), e.error)),
+            Target::Sentinel(sentinel) => sentinel
+                .query(cmd, script)
                 .await
                 .map_err(|e| self.failure(e.node.as_deref(), e.error)),
         }
@@ -190,18 +208,24 @@ impl RedisStore {
         Ok(reply
             .into_iter()
             .map(|answer| match answer {
-                // The script answers a call that failed alone with its error message.
+                // The script answers a call that failed alone with its error message. A replica
+                // (a primary demoted, at a fixed address) refuses every write: Redis is then
+                // unavailable for this store, as when it refuses the command itself.
                 Value::BulkString(message) => {
                     let message = String::from_utf8_lossy(&message);
-                    let failure = Failure::error(
-                        ErrorCode::StoreError,
-                        format!(
-                            "Redis at {} answered with an error: {message}",
-                            self.node_of(first_key)
-                        ),
-                    )
-                    .with_cause("ResponseError", message);
-                    Err(failure)
+                    let node = self.node_of(first_key);
+                    let failure = if message.starts_with("READONLY ") {
+                        Failure::error(
+                            ErrorCode::StoreUnavailable,
+                            format!("Redis at {node} is unavailable: a replica: {message}"),
+                        )
+                    } else {
+                        Failure::error(
+                            ErrorCode::StoreError,
+                            format!("Redis at {node} answered with an error: {message}"),
+                        )
+                    };
+                    Err(failure.with_cause("ResponseError", message))
                 }
                 answer => Ok(answer),
             })
@@ -225,6 +249,7 @@ impl RedisStore {
         match &self.target {
             Target::Single(link) => link.close(),
             Target::Cluster(cluster) => cluster.close(),
+            Target::Sentinel(sentinel) => sentinel.close(),
         }
     }
 
@@ -265,7 +290,7 @@ impl RedisStore {
             ErrorCode::StoreUnavailable,
             format!(
                 "Redis at {} did not answer within {} ms",
-                self.config.endpoint,
+                self.target_label(),
                 self.config.command_timeout.as_millis()
             ),
         )
@@ -285,12 +310,21 @@ impl RedisStore {
         }
     }
 
+    /// The configured endpoint, for messages; through Sentinel, the primary known.
+    fn target_label(&self) -> String {
+        match &self.target {
+            Target::Sentinel(sentinel) => sentinel.label(),
+            _ => self.config.endpoint.clone(),
+        }
+    }
+
     /// The node that serves `key`, for messages: on a single node, the node.
     fn node_of(&self, key: &str) -> String {
         match &self.target {
             Target::Cluster(cluster) => cluster
                 .owner_of(key)
                 .map_or_else(|| self.config.endpoint.clone(), |node| node.to_string()),
+            Target::Sentinel(sentinel) => sentinel.label(),
             Target::Single(_) => self.config.endpoint.clone(),
         }
     }
