@@ -165,18 +165,22 @@ const limiter = new Gcra({ client: 'redis://127.0.0.1:6379', limit: 30, period: 
 }
 
 /**
- * ### Deployments: a single node or a Cluster
+ * ### Deployments: a single node, Sentinel, or a Cluster
  * @param {string} password
  * @param {string} ca
  */
 function deployments(password, ca) {
 const { RedisStore, FixedWindow } = require('ratekeeper')
-// A single node (a URL, an options object, or an ioredis / node-redis client):
+// A single node: a URL, an options object, a unix socket, or an ioredis / node-redis client.
 const store = new RedisStore({ url: 'rediss://redis.internal:6380', username: 'limiter', password, tls: { ca } })
+const local = new RedisStore({ path: '/run/redis/redis.sock' }) // or 'redis+unix:///run/redis/redis.sock'
+// Sentinel: the sentinels and the master name; credentials, `db`, `tls` are the data nodes'.
+const ha = new RedisStore({ sentinels: [{ host: '10.0.0.1', port: 26379 }, { host: '10.0.0.2', port: 26379 }], name: 'mymaster', password })
+const same = new RedisStore('redis+sentinel://:secret@10.0.0.1:26379,10.0.0.2:26379/mymaster') // [/db]; rediss+sentinel:// for TLS
 // A Cluster: one or more nodes; the rest are discovered.
 const cluster = new RedisStore({ cluster: ['redis://10.0.0.1:7000', 'redis://10.0.0.2:7000'] })
-const limiter = new FixedWindow({ client: cluster, limits: [{ duration: 60_000, limit: 100 }] })
-return [store, limiter]
+const limiter = new FixedWindow({ client: ha, limits: [{ duration: 60_000, limit: 100 }] })
+return [store, local, same, cluster, limiter]
 }
 
 /**
