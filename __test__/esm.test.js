@@ -83,4 +83,17 @@ describe('the public surface', () => {
     assert.throws(() => require('ratekeeper/binding.js'), { code: 'ERR_PACKAGE_PATH_NOT_EXPORTED' })
     assert.throws(() => require('ratekeeper/lib/engine.js'), { code: 'ERR_PACKAGE_PATH_NOT_EXPORTED' })
   })
+
+  it('no limiter class carries its engine, and a subclass of one still finds it', async () => {
+    const ratekeeper = require('ratekeeper')
+    for (const name of ['FixedWindow', 'SlidingWindow', 'SlidingTail', 'LeakyBucket', 'TokenBucket', 'Gcra']) {
+      assert.deepEqual(Object.getOwnPropertyNames(ratekeeper[name]).sort(), ['length', 'name', 'prototype'], name)
+    }
+    class PerUser extends ratekeeper.FixedWindow {}
+    const limiter = new PerUser({ limits: [{ duration: 1000, limit: 2 }] })
+    assert.equal((await limiter.consume('u', { now: 0 })).remaining, 1)
+    // The shared base class is no limiter of its own.
+    const Base = Object.getPrototypeOf(ratekeeper.FixedWindow)
+    assert.throws(() => new Base({ limits: [] }), { name: 'TypeError', code: 'ERR_INVALID_ARGUMENT' })
+  })
 })

@@ -3,13 +3,13 @@
 /**
  * The counting limiters' classes: `consume`, `peek`, `reward`, `reset` and `wait` over one id or
  * several, answered with `{ allowed, timeLeft, remaining, limit, resetAfter }` (see index.d.ts).
- * Each class names its native engine; the rest is shared.
+ * Each class has its native engine (ENGINES); the rest is shared.
  */
 
 const binding = require('./native.js')
 const { runner, syncCaller, storeErrorPolicy, inMemory } = require('./engine.js')
 const { resolveStore } = require('./store.js')
-const { checkOptionsObject } = require('./errors.js')
+const { checkOptionsObject, typeError } = require('./errors.js')
 const { decodeVerdict, decodeNothing } = require('./verdict.js')
 const { wait } = require('./wait.js')
 const { blockCacheOption, withBlockCache } = require('./block-cache.js')
@@ -36,7 +36,7 @@ class CountingLimiter {
     const store = client == null ? null : resolveStore(client, 'client').store
     const policy = storeErrorPolicy(options, store !== null)
     const cache = blockCacheOption(blockCache, store !== null, name)
-    const { Engine } = new.target
+    const Engine = engineOf(new.target)
     this.engine = new Engine(rest, store)
     // The windows' limits, as given (the buckets and GCRA show their own options).
     if (Array.isArray(rest.limits)) this.limits = rest.limits.map((limit) => ({ ...limit }))
@@ -94,21 +94,13 @@ function showOptions(limiter, settings) {
   for (const [name, value] of Object.entries(settings)) Object.defineProperty(limiter, name, { value, enumerable: true })
 }
 
-class FixedWindow extends CountingLimiter {
-  static Engine = binding.FixedWindowEngine
-}
+class FixedWindow extends CountingLimiter {}
 
-class SlidingWindow extends CountingLimiter {
-  static Engine = binding.SlidingWindowEngine
-}
+class SlidingWindow extends CountingLimiter {}
 
-class SlidingTail extends CountingLimiter {
-  static Engine = binding.SlidingTailEngine
-}
+class SlidingTail extends CountingLimiter {}
 
 class LeakyBucket extends CountingLimiter {
-  static Engine = binding.LeakyBucketEngine
-
   constructor(options) {
     super(options)
     const { capacity, leakAmount = 1, leakInterval } = options
@@ -117,8 +109,6 @@ class LeakyBucket extends CountingLimiter {
 }
 
 class TokenBucket extends CountingLimiter {
-  static Engine = binding.TokenBucketEngine
-
   constructor(options) {
     super(options)
     const { capacity, refillAmount = 1, refillInterval, initial = capacity, forgetAfter = 86_400_000 } = options
@@ -127,13 +117,30 @@ class TokenBucket extends CountingLimiter {
 }
 
 class Gcra extends CountingLimiter {
-  static Engine = binding.GcraEngine
-
   constructor(options) {
     super(options)
     const { limit, period, burst = limit } = options
     showOptions(this, { limit, period, burst })
   }
+}
+
+/** Each class's native engine: internal, so not a property of the class. */
+const ENGINES = new Map([
+  [FixedWindow, binding.FixedWindowEngine],
+  [SlidingWindow, binding.SlidingWindowEngine],
+  [SlidingTail, binding.SlidingTailEngine],
+  [LeakyBucket, binding.LeakyBucketEngine],
+  [TokenBucket, binding.TokenBucketEngine],
+  [Gcra, binding.GcraEngine],
+])
+
+/** The engine of a limiter class, or of the class it extends (a user's subclass). */
+function engineOf(limiterClass) {
+  for (let c = limiterClass; c !== null; c = Object.getPrototypeOf(c)) {
+    const engine = ENGINES.get(c)
+    if (engine !== undefined) return engine
+  }
+  throw typeError('ERR_INVALID_ARGUMENT', `${limiterClass.name} is not a limiter class: extend FixedWindow, SlidingWindow, SlidingTail, LeakyBucket, TokenBucket or Gcra`)
 }
 
 module.exports = { FixedWindow, SlidingWindow, SlidingTail, LeakyBucket, TokenBucket, Gcra }
