@@ -25,6 +25,12 @@ export declare class BucketCircleEngine {
    * the first number of the answer, which comes as `RollingWindow.run` describes.
    */
   run(mode: number, subject: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /**
+   * Sweeps the in-memory store when no call used it since the last time (ids gone idle are
+   * given back even when no call comes): `lib/engine.js` calls it every `periodMs`. Nothing
+   * on Redis.
+   */
+  sweepIfQuiet(periodMs: number): void
   /** How many subjects the in-memory store holds (always `0` on Redis). */
   get trackedIds(): number
   /** How many active subjects the in-memory store evicted to stay within `maxKeys`. */
@@ -47,6 +53,12 @@ export declare class FixedWindowEngine {
    * remaining, limit and resetAfter. Use the JavaScript class rather than this.
    */
   run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /**
+   * Sweeps the in-memory store when no call used it since the last time (ids gone
+   * idle are given back even when no call comes): `lib/engine.js` calls it every
+   * `periodMs`. Nothing on Redis.
+   */
+  sweepIfQuiet(periodMs: number): void
   /** How many ids the in-memory store holds state for (always `0` on Redis). */
   get trackedIds(): number
   /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
@@ -75,6 +87,12 @@ export declare class GcraEngine {
    * remaining, limit and resetAfter. Use the JavaScript class rather than this.
    */
   run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /**
+   * Sweeps the in-memory store when no call used it since the last time (ids gone
+   * idle are given back even when no call comes): `lib/engine.js` calls it every
+   * `periodMs`. Nothing on Redis.
+   */
+  sweepIfQuiet(periodMs: number): void
   /** How many ids the in-memory store holds state for (always `0` on Redis). */
   get trackedIds(): number
   /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
@@ -103,6 +121,12 @@ export declare class LeakyBucketEngine {
    * remaining, limit and resetAfter. Use the JavaScript class rather than this.
    */
   run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /**
+   * Sweeps the in-memory store when no call used it since the last time (ids gone
+   * idle are given back even when no call comes): `lib/engine.js` calls it every
+   * `periodMs`. Nothing on Redis.
+   */
+  sweepIfQuiet(periodMs: number): void
   /** How many ids the in-memory store holds state for (always `0` on Redis). */
   get trackedIds(): number
   /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
@@ -213,6 +237,12 @@ export declare class RollingWindow {
    */
   entries(id: unknown, options?: unknown): Promise<LogEntry[]>
   /**
+   * Sweeps the in-memory store when no call used it since the last time (ids gone idle are
+   * given back even when no call comes): `lib/engine.js` calls it every `periodMs`. Nothing
+   * on Redis.
+   */
+  sweepIfQuiet(periodMs: number): void
+  /**
    * How many ids the in-memory store holds state for (always `0` on Redis). Idle ids are
    * dropped as the map grows, so this stays near the number of ids active within `interval`.
    */
@@ -240,6 +270,12 @@ export declare class SlidingTailEngine {
    * remaining, limit and resetAfter. Use the JavaScript class rather than this.
    */
   run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /**
+   * Sweeps the in-memory store when no call used it since the last time (ids gone
+   * idle are given back even when no call comes): `lib/engine.js` calls it every
+   * `periodMs`. Nothing on Redis.
+   */
+  sweepIfQuiet(periodMs: number): void
   /** How many ids the in-memory store holds state for (always `0` on Redis). */
   get trackedIds(): number
   /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
@@ -268,6 +304,12 @@ export declare class SlidingWindowEngine {
    * remaining, limit and resetAfter. Use the JavaScript class rather than this.
    */
   run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /**
+   * Sweeps the in-memory store when no call used it since the last time (ids gone
+   * idle are given back even when no call comes): `lib/engine.js` calls it every
+   * `periodMs`. Nothing on Redis.
+   */
+  sweepIfQuiet(periodMs: number): void
   /** How many ids the in-memory store holds state for (always `0` on Redis). */
   get trackedIds(): number
   /** How many active ids the in-memory store evicted to stay within `maxKeys`. */
@@ -296,6 +338,12 @@ export declare class TokenBucketEngine {
    * remaining, limit and resetAfter. Use the JavaScript class rather than this.
    */
   run(mode: number, ids: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /**
+   * Sweeps the in-memory store when no call used it since the last time (ids gone
+   * idle are given back even when no call comes): `lib/engine.js` calls it every
+   * `periodMs`. Nothing on Redis.
+   */
+  sweepIfQuiet(periodMs: number): void
   /** How many ids the in-memory store holds state for (always `0` on Redis). */
   get trackedIds(): number
   /** How many active ids the in-memory store evicted to stay within `maxKeys`. */

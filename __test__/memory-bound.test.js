@@ -1,8 +1,9 @@
 'use strict'
 
 // The in-memory store stays bounded: `maxKeys` caps it however many ids arrive, and without it
-// the memory of ids gone idle is given back (measured as RSS outside the JS heap, whose young
-// generation V8 sizes by the allocation rate, each scenario in a child process).
+// the memory of ids gone idle is given back, whether calls go on or none comes (measured as RSS
+// outside the JS heap, whose young generation V8 sizes by the allocation rate, each scenario in a
+// child process).
 
 const { it } = require('node:test')
 const assert = require('node:assert/strict')
@@ -34,4 +35,17 @@ it('ids that go idle give their memory back: 5 cycles of 1,000,000 ids, no growt
   const first = rss[0]
   for (const later of rss.slice(1)) assert.ok(later <= first * 1.1 + 8, `RSS went from ${first.toFixed(1)} to ${later.toFixed(1)} MiB`)
   assert.ok(heapUsedMiB < 32, `the JS heap holds ${heapUsedMiB.toFixed(1)} MiB`)
+})
+
+it('a burst of ids gone idle is given back when no call comes at all: the quiet sweep', (t) => {
+  const result = run('quiet')
+  t.diagnostic(JSON.stringify(result))
+  const burst = result.afterBurstMiB - result.beforeMiB
+  assert.ok(burst > 50, `the burst took ${burst.toFixed(1)} MiB`)
+  assert.deepEqual(result.trackedAfterBurst, { fixedWindow: 300_000, rollingWindow: 300_000, redback: 300_000 })
+  // One period without a call: the windows of 1 s are over, redback's 30 s expiry is not.
+  assert.deepEqual(result.trackedAfterOneQuietPeriod, { fixedWindow: 0, rollingWindow: 0, redback: 300_000 })
+  assert.deepEqual(result.tracked, { fixedWindow: 0, rollingWindow: 0, redback: 0 })
+  // Given back to the system, not only to the allocator (most of it, whatever its fragments).
+  assert.ok(result.endMiB <= result.beforeMiB + 0.2 * burst + 8, `RSS ${result.beforeMiB.toFixed(1)} -> ${result.afterBurstMiB.toFixed(1)} -> ${result.endMiB.toFixed(1)} MiB`)
 })

@@ -10,6 +10,7 @@
  */
 
 const binding = require('./native.js')
+const timers = require('node:timers')
 const { rangeError, typeError } = require('./errors.js')
 
 const VALUES = 5
@@ -152,6 +153,37 @@ function storeErrorPolicy(options, onRedis) {
 }
 
 /**
+ * How often the in-memory stores that no call used meanwhile are swept (src/store/memory.rs
+ * `sweep_if_quiet`): a burst of ids is given back once idle even when no call comes at all.
+ */
+const QUIET_SWEEP_MS = 30_000
+/** WeakRefs to the engines whose stores the sweep visits (a limiter dropped is not kept alive). */
+const watchedEngines = new Set()
+let sweepTimer = null
+
+/** Sweeps the in-memory store of every live engine that no call used since the last time. */
+function sweepQuietStores() {
+  for (const ref of watchedEngines) {
+    const engine = ref.deref()
+    if (engine === undefined) watchedEngines.delete(ref)
+    else engine.sweepIfQuiet(QUIET_SWEEP_MS)
+  }
+  if (watchedEngines.size === 0 && sweepTimer !== null) {
+    timers.clearInterval(sweepTimer)
+    sweepTimer = null
+  }
+}
+
+/** Has the quiet sweep visit `engine` (a timer that never keeps the process alive). */
+function sweepWhenQuiet(engine) {
+  watchedEngines.add(new WeakRef(engine))
+  if (sweepTimer === null) {
+    sweepTimer = timers.setInterval(sweepQuietStores, QUIET_SWEEP_MS)
+    sweepTimer.unref()
+  }
+}
+
+/**
  * The function a limiter calls its engine through: `(mode, id, options, decode) => Promise`.
  *
  * With `policy` `'reject'` calls go to `engine` and its failures reject. Otherwise a call that
@@ -165,6 +197,8 @@ function storeErrorPolicy(options, onRedis) {
  * that go to `engine` (the block cache: it learns from the store's answers only).
  */
 function runner(engine, policy, memory, quietModes, wrap = (call) => call) {
+  sweepWhenQuiet(engine)
+  if (memory !== null) sweepWhenQuiet(memory)
   // `wrap` (the block cache) sees the store's answers only, never the fallback's.
   const primary = wrap(caller(engine))
   if (policy === 'reject') return primary
@@ -199,4 +233,4 @@ function inMemory(options) {
   return rest
 }
 
-module.exports = { run, check, runner, syncCaller, storeErrorPolicy, inMemory }
+module.exports = { run, check, runner, syncCaller, storeErrorPolicy, inMemory, sweepQuietStores }

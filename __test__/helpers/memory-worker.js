@@ -2,9 +2,11 @@
 
 // Run by __test__/memory-bound.test.js in a child process of its own (so that RSS is this
 // scenario's alone): hits a FixedWindow in memory with many distinct ids and prints what it
-// measured as JSON. `node memory-worker.js bounded` or `cycles`.
+// measured as JSON. `node memory-worker.js bounded`, `cycles` or `quiet`.
 
-const { FixedWindow } = require('../..')
+const { FixedWindow, InMemoryRateLimiter, createRateLimit } = require('../..')
+// The quiet sweep's timer tick, called here rather than waited for (lib/engine.js).
+const { sweepQuietStores } = require('../../lib/engine.js')
 
 const MiB = 1024 * 1024
 /**
@@ -54,5 +56,34 @@ async function cycles() {
   return { rssAfterEachCycleMiB: after, tracked: limiter.trackedIds, heapUsedMiB: heapUsedMiB() }
 }
 
-const scenarios = { bounded, cycles }
+async function quiet() {
+  // A burst of 300,000 ids on three kinds of limiter in memory, then no call at all.
+  const now = Date.now()
+  const limiters = {
+    fixedWindow: [new FixedWindow({ limits: [{ duration: 1000, limit: 10 }] }), (l, id) => l.consume(id, { now })],
+    rollingWindow: [new InMemoryRateLimiter({ interval: 1000, maxInInterval: 10 }), (l, id) => l.limit(id, { now })],
+    redback: [createRateLimit('hits', { bucket_span: 60, bucket_interval: 5, subject_expiry: 30 }), (l, id) => l.add(id, { now })],
+  }
+  const before = rss()
+  for (const [limiter, call] of Object.values(limiters)) {
+    for (let i = 0; i < 300_000; i += 1000) {
+      await Promise.all(Array.from({ length: 1000 }, (_, j) => call(limiter, `user-${i + j}`)))
+    }
+  }
+  // (redback's RateLimit shows no count of its own: its engine's.)
+  const trackedIds = () => Object.fromEntries(Object.entries(limiters).map(([name, [l]]) => [name, (l.engine ?? l).trackedIds]))
+  const trackedAfterBurst = trackedIds()
+  const afterBurst = rss()
+  // Two ticks of the timer: the first sees that calls came since the start, the second that
+  // none came for a whole period (30 s, past the windows of 1 s, not redback's subject expiry)...
+  sweepQuietStores()
+  sweepQuietStores()
+  const trackedAfterOneQuietPeriod = trackedIds()
+  // ...and one more, 60 s without a call: past redback's expiry of 30 s after its last bucket.
+  sweepQuietStores()
+  const tracked = trackedIds()
+  return { beforeMiB: before / MiB, afterBurstMiB: afterBurst / MiB, endMiB: rss() / MiB, trackedAfterBurst, trackedAfterOneQuietPeriod, tracked }
+}
+
+const scenarios = { bounded, cycles, quiet }
 scenarios[process.argv[2]]().then((result) => process.stdout.write(JSON.stringify(result)))

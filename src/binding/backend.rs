@@ -152,6 +152,16 @@ impl<S> Backend<S> {
     }
 
     /// How many active ids the in-memory store evicted to stay within `maxKeys` (0 on Redis).
+    /// The in-memory store's sweep when no call comes (see [`MemoryStore::sweep_if_quiet`]);
+    /// nothing on Redis, or while the store is in use.
+    pub fn sweep_if_quiet(&self, period: Micros, is_idle: impl Fn(&S, Micros) -> bool) {
+        if let Backend::Memory(store) = self {
+            if let Ok(mut store) = store.try_borrow_mut() {
+                store.sweep_if_quiet(period, is_idle);
+            }
+        }
+    }
+
     pub fn memory_evictions(&self) -> u64 {
         match self {
             Backend::Memory(store) => store.borrow().evicted(),

@@ -20,7 +20,7 @@ use crate::bucket_circle::{BucketCircle, Circle};
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::store::batch::ScriptBatcher;
 use crate::store::memory::MemoryStore;
-use crate::time::{now_argument, Micros};
+use crate::time::{millis_to_micros, now_argument, Micros};
 
 static SCRIPT: LazyLock<Script> = lua_script!("bucket_circle");
 
@@ -117,6 +117,16 @@ impl JsBucketCircle {
     ) -> napi::Result<bool> {
         self.dispatch(&env, mode, subject, options, ticket, &mut out)
             .map_err(|failure| js_error(&env, failure))
+    }
+
+    /// Sweeps the in-memory store when no call used it since the last time (ids gone idle are
+    /// given back even when no call comes): `lib/engine.js` calls it every `periodMs`. Nothing
+    /// on Redis.
+    #[napi(catch_unwind)]
+    pub fn sweep_if_quiet(&self, period_ms: f64) {
+        let circle = &self.circle;
+        self.backend
+            .sweep_if_quiet(millis_to_micros(period_ms), |c, now| c.is_idle(circle, now));
     }
 
     /// How many subjects the in-memory store holds (always `0` on Redis).

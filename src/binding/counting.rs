@@ -20,7 +20,7 @@ use crate::error::{ErrorCode, Failure, Outcome};
 use crate::store::batch::ScriptBatcher;
 use crate::store::memory::{Key, MemoryStore};
 use crate::store::slot::check_one_slot;
-use crate::time::Micros;
+use crate::time::{millis_to_micros, Micros};
 use crate::verdict::{Verdict, NEVER};
 
 /// Declares the napi class of a counting algorithm: its constructor, `run` and `trackedIds`,
@@ -72,6 +72,14 @@ macro_rules! counting_class {
                 self.engine
                     .run(&env, mode, ids, options, ticket, &mut out)
                     .map_err(|failure| $crate::binding::js_error(&env, failure))
+            }
+
+            /// Sweeps the in-memory store when no call used it since the last time (ids gone
+            /// idle are given back even when no call comes): `lib/engine.js` calls it every
+            /// `periodMs`. Nothing on Redis.
+            #[napi(catch_unwind)]
+            pub fn sweep_if_quiet(&self, period_ms: f64) {
+                self.engine.sweep_if_quiet(period_ms)
             }
 
             /// How many ids the in-memory store holds state for (always `0` on Redis).
@@ -232,6 +240,15 @@ impl<A: Counting> CountingEngine<A> {
 
     pub fn algorithm(&self) -> &A {
         &self.algorithm
+    }
+
+    /// See the classes' `sweepIfQuiet`.
+    pub fn sweep_if_quiet(&self, period_ms: f64) {
+        let algorithm = &self.algorithm;
+        self.backend
+            .sweep_if_quiet(millis_to_micros(period_ms), |s, now| {
+                algorithm.is_idle(s, now)
+            });
     }
 
     /// How many ids the in-memory store holds state for (0 on Redis).

@@ -23,7 +23,7 @@ use crate::rolling_window::{LogFacts, RollingWindow, Timeline, WindowFacts, Wind
 use crate::store::batch::ScriptBatcher;
 use crate::store::memory::MemoryStore;
 use crate::store::redis::unique_member;
-use crate::time::Micros;
+use crate::time::{millis_to_micros, Micros};
 
 static SCRIPT: LazyLock<Script> = lua_script!("rolling_window");
 
@@ -285,6 +285,18 @@ impl JsRollingWindow {
                 )
             }
         }
+    }
+
+    /// Sweeps the in-memory store when no call used it since the last time (ids gone idle are
+    /// given back even when no call comes): `lib/engine.js` calls it every `periodMs`. Nothing
+    /// on Redis.
+    #[napi(catch_unwind)]
+    pub fn sweep_if_quiet(&self, period_ms: f64) {
+        let window = &self.window;
+        self.backend
+            .sweep_if_quiet(millis_to_micros(period_ms), |timeline, now| {
+                timeline.is_idle(window, now)
+            });
     }
 
     /// How many ids the in-memory store holds state for (always `0` on Redis). Idle ids are

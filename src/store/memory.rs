@@ -89,6 +89,26 @@ const SWEEP_PERIOD: Micros = 10_000_000;
 /// The fewest entries at which a sweep runs.
 const MIN_SWEEP_SIZE: usize = 1024;
 
+/// The fewest entries a quiet sweep drops before it asks the allocator to return freed memory.
+const MIN_TRIM_ENTRIES: usize = 10_000;
+
+/// Asks the allocator to return the memory it holds free to the system. glibc's `malloc` keeps
+/// the small blocks of dropped states (a rolling window's log, a bucket circle) for reuse, so a
+/// process would otherwise keep the size of its largest burst; `malloc_trim` releases whole free
+/// pages. (Elsewhere the allocator's own policy applies.)
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: malloc_trim only walks glibc's own arenas; it takes no pointer of ours.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
+
 /// Per-id state of one limiter, kept in this process.
 #[derive(Debug)]
 pub struct MemoryStore<S> {
@@ -107,6 +127,10 @@ pub struct MemoryStore<S> {
     uses: u64,
     /// Entries evicted to stay within `max_keys`.
     evicted: u64,
+    /// `uses` at the last [`MemoryStore::sweep_if_quiet`], and how many of its periods in a row
+    /// saw no call.
+    uses_at_check: u64,
+    quiet_periods: u32,
 }
 
 #[derive(Debug)]
@@ -176,6 +200,8 @@ impl<S> MemoryStore<S> {
             max_keys,
             uses: 0,
             evicted: 0,
+            uses_at_check: 0,
+            quiet_periods: 0,
         }
     }
 
@@ -244,6 +270,33 @@ impl<S> MemoryStore<S> {
         self.shrink();
     }
 
+    /// For a timer that runs every `period`: when no call has used the store since the timer's
+    /// last run, sweeps as if the calls' clock had moved on by the periods without a call. A
+    /// burst of ids is so given back once it has gone idle even when no call comes at all (a
+    /// call's own sweep needs a call).
+    pub fn sweep_if_quiet(&mut self, period: Micros, is_idle: impl Fn(&S, Micros) -> bool) {
+        if self.uses != self.uses_at_check {
+            self.uses_at_check = self.uses;
+            self.quiet_periods = 0;
+            return;
+        }
+        self.quiet_periods = self.quiet_periods.saturating_add(1);
+        if self.entries.is_empty() {
+            return;
+        }
+        let moved_on = period.saturating_mul(Micros::from(self.quiet_periods));
+        let latest = self
+            .latest
+            .saturating_add(moved_on)
+            .saturating_sub(CLOCK_SKEW);
+        let before = self.entries.len();
+        self.entries.retain(|_, slot| !is_idle(&slot.state, latest));
+        self.shrink();
+        if before - self.entries.len() >= MIN_TRIM_ENTRIES {
+            give_back_freed_memory();
+        }
+    }
+
     fn shrink(&mut self) {
         if self.entries.capacity() > 4 * self.entries.len().max(MIN_SWEEP_SIZE) {
             self.entries.shrink_to_fit();
@@ -255,6 +308,8 @@ impl<S> MemoryStore<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const SECOND: Micros = 1_000_000;
 
     /// A state that is idle once `now` passes the instant it holds.
     #[derive(Default)]
@@ -319,6 +374,38 @@ mod tests {
             "capacity {}",
             store.entries.capacity()
         );
+    }
+
+    #[test]
+    fn a_burst_gone_idle_is_given_back_when_no_call_comes() {
+        let mut store = MemoryStore::<Until>::default();
+        for i in 0..5000 {
+            store.entry(i.to_string().as_str(), 0, idle).0 = SECOND;
+        }
+        // The first period saw calls; a period without any sweeps, as if that time had passed.
+        store.sweep_if_quiet(SECOND / 2, idle);
+        assert_eq!(store.len(), 5000);
+        store.sweep_if_quiet(SECOND / 2, idle);
+        assert_eq!(
+            store.len(),
+            5000,
+            "idle only after 1 s, not 0.5 s (plus the skew)"
+        );
+        store.sweep_if_quiet(CLOCK_SKEW, idle);
+        assert_eq!(store.len(), 0);
+        assert!(store.entries.capacity() < 5000);
+    }
+
+    #[test]
+    fn a_call_between_two_checks_keeps_the_store_as_it_is() {
+        let mut store = MemoryStore::<Until>::default();
+        store.entry("a", 0, idle).0 = SECOND;
+        store.sweep_if_quiet(10 * SECOND, idle);
+        store.entry("b", 0, idle).0 = SECOND;
+        store.sweep_if_quiet(10 * SECOND, idle);
+        assert_eq!(store.len(), 2);
+        store.sweep_if_quiet(10 * SECOND, idle);
+        assert_eq!(store.len(), 0);
     }
 
     #[test]
