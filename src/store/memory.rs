@@ -265,9 +265,16 @@ impl<S> MemoryStore<S> {
     /// outlive their last write by as much.
     pub fn sweep(&mut self, is_idle: impl Fn(&S, Micros) -> bool) {
         self.swept_at = self.latest;
-        let latest = self.latest.saturating_sub(CLOCK_SKEW);
+        self.drop_idle_at(self.latest, is_idle);
+    }
+
+    /// Drops the entries idle [`CLOCK_SKEW`] before `at`, and shrinks the map; returns how many.
+    fn drop_idle_at(&mut self, at: Micros, is_idle: impl Fn(&S, Micros) -> bool) -> usize {
+        let before = self.entries.len();
+        let latest = at.saturating_sub(CLOCK_SKEW);
         self.entries.retain(|_, slot| !is_idle(&slot.state, latest));
         self.shrink();
+        before - self.entries.len()
     }
 
     /// For a timer that runs every `period`: when no call has used the store since the timer's
@@ -285,14 +292,7 @@ impl<S> MemoryStore<S> {
             return;
         }
         let moved_on = period.saturating_mul(Micros::from(self.quiet_periods));
-        let latest = self
-            .latest
-            .saturating_add(moved_on)
-            .saturating_sub(CLOCK_SKEW);
-        let before = self.entries.len();
-        self.entries.retain(|_, slot| !is_idle(&slot.state, latest));
-        self.shrink();
-        if before - self.entries.len() >= MIN_TRIM_ENTRIES {
+        if self.drop_idle_at(self.latest.saturating_add(moved_on), is_idle) >= MIN_TRIM_ENTRIES {
             give_back_freed_memory();
         }
     }
