@@ -8,7 +8,8 @@
 const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
 
-const { RateLimiter, SlidingLog, FixedWindow, SlidingWindow, createRateLimit } = require('..')
+const { RateLimiter, SlidingLog, FixedWindow, SlidingWindow, createRateLimit, RedisStore } = require('..')
+const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
 const { useRedisServer } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
 
@@ -102,4 +103,45 @@ describe('memory and Redis answer alike', () => {
       if (r < 0.8) return limiter.count(id, interval, { now })
       return limiter.addCount(id, interval, { now })
     }))
+})
+
+// Concurrent calls of a limiter leave together in one EVALSHA, which sends a call's arguments
+// only when they differ from the previous call's (src/store/batch.rs): runs of calls alike and
+// changes of weight and now within one batch must still reach each call. Concurrent calls have
+// no order (two batches can be in flight), so each call has ids of its own.
+describe('calls sent together in one batch get their own arguments', () => {
+  const plan = (seed, oneId) => {
+    const rand = random(seed)
+    const calls = []
+    let now = T0
+    let weight = 1
+    for (let call = 0; call < 240; call++) {
+      if (rand() < 0.2) now += Math.floor(rand() * 300)
+      if (rand() < 0.15) weight = 1 + Math.floor(rand() * 7)
+      const many = !oneId && rand() < 0.2
+      calls.push({ id: many ? [`${call}a`, `${call}b`] : `${call}`, weight, now })
+    }
+    return calls
+  }
+  const batched = async (create, calls, make) => {
+    const memory = create({})
+    const expected = []
+    for (const call of calls) expected.push(await make(memory, call))
+    const store = new RedisStore(redis.server.url)
+    try {
+      const onRedis = create({ client: store, namespace: `batched-${Math.random()}:` })
+      const answers = await Promise.all(calls.map((call) => make(onRedis, call)))
+      assert.deepEqual(answers, expected)
+      const { batches } = store.stats()
+      assert.ok(batches <= calls.length / 4, `${batches} batches carried the ${calls.length} calls`)
+    } finally {
+      store.close()
+    }
+  }
+  for (const [name, create] of Object.entries(LIMITERS)) {
+    it(name, () => batched(create, plan(name.length, ONE_ID.has(name)), (limiter, { id, weight, now }) => limiter.consume(id, { weight, now })))
+  }
+  it("redback's bucket circle", () =>
+    batched((o) => createRateLimit('batched', { bucket_span: 10, bucket_interval: 1, ...o }), plan(7, true), (limiter, { id, weight, now }) =>
+      weight % 2 ? limiter.addCount(id, weight, { now }) : limiter.count(id, weight, { now })))
 })

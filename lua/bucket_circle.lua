@@ -1,5 +1,5 @@
 -- redback's RateLimit (src/bucket_circle.rs) on its own Redis layout, for one or many calls.
--- (After lua/prelude.lua, which gives it now_of() and answer_of().)
+-- (After lua/prelude.lua, which gives it now_of(), answer_of() and each_call().)
 --
 -- One hash per subject at `[namespace:]action:subject`, as redback: field `<bucket>` the count of
 -- that bucket of the circle (bucket = floor((t % span) / interval)). One field more, `last`,
@@ -9,6 +9,7 @@
 --
 -- ARGV[1..4]   the interval in microseconds, the number of buckets, subject_expiry in seconds,
 --              and "" (unused)
+-- ARGV[5]      the batch's shape (see each_call in lua/prelude.lua)
 -- then per call: its mode ("add", "count" or "addcount"), its now (microseconds; "" for the
 --              server's clock) and its lookback (buckets before the current one to count)
 -- KEYS         per call, the subject's hash
@@ -105,11 +106,10 @@ local function call(key, mode, now, lookback)
   return answer
 end
 
-local answers, arg = {}, 5
-for i, key in ipairs(KEYS) do
-  local ok, answer = pcall(call, key, ARGV[arg], now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
+local answers = {}
+for i, arg in each_call(5, 3) do
+  local ok, answer = pcall(call, KEYS[i], ARGV[arg], now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
   answer = answer_of(ok, answer)
   answers[i] = answer
-  arg = arg + 3
 end
 return answers

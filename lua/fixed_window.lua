@@ -15,6 +15,7 @@
 --                     an identifier without a hash gets none)
 -- ARGV[2L+3]          the TTL of a hash, in milliseconds (the longest duration, plus a second),
 --                     set when the longest limit's window changes
+-- ARGV[2L+4]          the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:      its number of identifiers N, its now (microseconds; "" for the server's
 --                     clock) and its weight
 -- KEYS                per call, the hashes of its N identifiers
@@ -52,10 +53,12 @@ local function counter_field(name)
 end
 
 -- Scratch tables, reused by every call of the batch (Redis CPU is per table built): an
--- identifier's stored fields, each limit's current window, the window each counter counts in
--- (identifier-major), whether an identifier's TTL is renewed, how many of its fields it had,
--- and the arguments of an HSET.
-local stored, windows, counted, renew, found, values = {}, {}, {}, {}, {}, {}
+-- identifier's stored fields, each limit's current window (as of `windows_now`), the window each
+-- counter counts in (identifier-major), whether an identifier's TTL is renewed, whether any of
+-- its counters moved to a new window, how many of its fields it had, and the arguments of an
+-- HSET.
+local stored, windows, counted, renew, moved, found, values = {}, {}, {}, {}, {}, {}, {}
+local windows_now
 
 -- Fills `values` with every limit's field and new count (with `windows_too`, also its window
 -- field and the window it counts in) for identifier i (0-based) of a call whose answer holds
@@ -78,14 +81,18 @@ end
 
 local function judge(first_key, id_count, now, weight)
   local answer, allowed = { now }, true
-  for j = 1, limit_count do
-    windows[j] = math.floor(now / durations[j])
+  if now ~= windows_now then
+    for j = 1, limit_count do
+      windows[j] = math.floor(now / durations[j])
+    end
+    windows_now = now
   end
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
     found[i] = read_fields(key, slot_of, 2 * limit_count, stored, counter_field)
     -- The TTL is renewed when the longest window changes: set then, it outlives that window.
     renew[i] = stored[2 * longest] ~= windows[longest]
+    moved[i] = false
     for j = 1, limit_count do
       -- A counter never moves back to an older window: a late call (a host with a slow clock)
       -- counts in the newer window it is in (see Counters in src/fixed_window.rs).
@@ -93,6 +100,8 @@ local function judge(first_key, id_count, now, weight)
       local stored_window = stored[2 * j]
       if stored_window and stored_window >= window then
         count, window = stored[2 * j - 1] or 0, stored_window
+      else
+        moved[i] = true
       end
       counted[i * limit_count + j] = window
       answer[#answer + 1] = count
@@ -114,7 +123,8 @@ local function judge(first_key, id_count, now, weight)
   elseif mode == 'consume' and allowed then
     for i = 0, id_count - 1 do
       local key = KEYS[first_key + i]
-      redis.call('HSET', key, unpack(values, 1, new_counts(answer, i, weight, true)))
+      -- The windows are written only when one moved: fewer fields, less work for Redis.
+      redis.call('HSET', key, unpack(values, 1, new_counts(answer, i, weight, moved[i])))
       if renew[i] then
         redis.call('PEXPIRE', key, ttl)
       end

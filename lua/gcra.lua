@@ -16,6 +16,7 @@
 --           without a key gets none)
 -- ARGV[5]   the longest TTL of a key in milliseconds (tau plus a second; unused: each key gets
 --           its own)
+-- ARGV[6]        the batch's shape (see each_call in lua/prelude.lua)
 -- then per call: its number of identifiers N, its now (microseconds; "" for the server's clock)
 -- and its weight
 -- KEYS      per call, the strings of its N identifiers

@@ -21,6 +21,7 @@
 --              without a hash gets none; an emptied bucket is deleted)
 -- ARGV[5]      the TTL of a hash, in milliseconds (the time a full bucket takes to drain, plus a
 --              second), set on every write
+-- ARGV[6]        the batch's shape (see each_call in lua/prelude.lua)
 -- then per call: its number of identifiers N, its now (microseconds; "" for the server's clock)
 --              and its weight
 -- KEYS         per call, the hashes of its N identifiers

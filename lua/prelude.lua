@@ -25,15 +25,35 @@ local function answer_of(ok, answer)
   return type(answer) == 'table' and answer.err or tostring(answer)
 end
 
--- The batch loop of the counting scripts (fixed and sliding window): each call's arguments are
--- its number of identifiers N, its now and its weight, from ARGV[first_arg] on; its N keys
--- follow the previous call's in KEYS. Answers judge(first_key, N, now, weight) per call.
+-- The calls of a batch (src/store/batch.rs), in order. ARGV[first_arg] is the batch's shape, a
+-- byte per call: "+" when the call's `stride` arguments follow the previous call's in ARGV, "="
+-- when they are the previous call's (most calls of a batch share theirs: the server's clock,
+-- weight 1, and each argument costs Redis more than the byte). Yields (the call's number, the
+-- index in ARGV of its first argument).
+local function each_call(first_arg, stride)
+  local shape, call, arg = ARGV[first_arg], 0, first_arg + 1 - stride
+  return function()
+    call = call + 1
+    local kind = string.byte(shape, call)
+    if not kind then
+      return nil
+    end
+    if kind == 43 then
+      arg = arg + stride
+    end
+    return call, arg
+  end
+end
+
+-- The batch loop of the counting scripts: each call's arguments (see each_call) are its number
+-- of identifiers N, its now and its weight; its N keys follow the previous call's in KEYS.
+-- Answers judge(first_key, N, now, weight) per call.
 local function each_counting_call(first_arg, judge)
-  local answers, next_key, arg = {}, 1, first_arg
-  while arg <= #ARGV do
+  local answers, next_key = {}, 1
+  for call, arg in each_call(first_arg, 3) do
     local id_count = tonumber(ARGV[arg])
-    answers[#answers + 1] = answer_of(pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2])))
-    next_key, arg = next_key + id_count, arg + 3
+    answers[call] = answer_of(pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2])))
+    next_key = next_key + id_count
   end
   return answers
 end

@@ -1,5 +1,5 @@
 -- The rolling window (src/rolling_window.rs) on Redis sorted sets, for one or many ids at once.
--- (After lua/prelude.lua, which gives it now_of() and answer_of().)
+-- (After lua/prelude.lua, which gives it now_of(), answer_of() and each_call().)
 --
 -- The key layout is rolling-rate-limiter's: one sorted set per id, scored by the action's time in
 -- microseconds, with unique members, so both libraries read each other's data. Unlike
@@ -20,6 +20,7 @@
 --                newest `weight` actions and then looks as "check" of weight 1; "entries" reads
 --                the log
 -- ARGV[5]        "1" to record blocked attempts too, "0" to record allowed ones only ("limit")
+-- ARGV[6]        the batch's shape (see each_call in lua/prelude.lua)
 -- then per call  its now, in microseconds since the epoch ("" for the server's clock), and its
 --                member (unique); for "consume", "check" and "reward" also its weight and
 --                metadata
@@ -205,8 +206,8 @@ end
 local logging = mode == 'consume' or mode == 'check' or mode == 'reward'
 local stride = logging and 4 or 2
 local answers = {}
-for i, key in ipairs(KEYS) do
-  local arg = 6 + stride * (i - 1)
+for i, arg in each_call(6, stride) do
+  local key = KEYS[i]
   local now = now_of(ARGV[arg])
   local ok, answer
   if mode == 'peek' then

@@ -19,6 +19,7 @@
 --                      (never below 0; an identifier without a hash gets none)
 -- ARGV[2L+3]           the TTL of a hash, in milliseconds (twice the longest duration, plus a
 --                      second), set on every write; longer after a write in a window ahead of now
+-- ARGV[2L+4]           the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:       its number of identifiers N, its now (microseconds; "" for the server's
 --                      clock) and its weight
 -- KEYS                 per call, the hashes of its N identifiers

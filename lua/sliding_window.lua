@@ -15,6 +15,7 @@
 --                          give the weight back to every limit, newest live bucket first (never
 --                          below 0; an identifier without a hash gets none)
 -- ARGV[4L+3]               the TTL of a hash, in milliseconds (the longest duration, plus a second)
+-- ARGV[4L+4]               the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:           its number of identifiers N, its now (microseconds; "" for the
 --                          server's clock) and its weight
 -- KEYS                     per call, the hashes of its N identifiers

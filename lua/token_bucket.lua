@@ -26,6 +26,7 @@
 -- ARGV[8]   the engine's TTL in milliseconds (the longest a bucket matters, plus a second):
 --           unused, as each write sets its own TTL: the time until its bucket is forgotten
 --           (until full, plus `forget`), plus a second
+-- ARGV[9]        the batch's shape (see each_call in lua/prelude.lua)
 -- then per call: its number of identifiers N, its now (microseconds; "" for the server's clock)
 --           and its weight
 -- KEYS      per call, the hashes of its N identifiers

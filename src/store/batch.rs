@@ -27,10 +27,10 @@ pub type Answered = Box<dyn FnOnce(Outcome<Value>) + Send>;
 /// over many calls; at low load a call leaves at once, alone. Every call is answered within `commandTimeoutMs` of
 /// its submission. On a Cluster, whose keys live on different nodes, every call is sent alone.
 ///
-/// The script's contract: `ARGV` holds the shared arguments, then each call's arguments in turn;
-/// `KEYS` each call's keys in turn (the script knows from the arguments how many are whose); the
-/// reply holds one answer per call, in order: an array, or the error message (a string) of a
-/// call that failed alone.
+/// The script's contract: `ARGV` holds the shared arguments, then the batch's shape and the
+/// calls' arguments (see [`call_arguments`]); `KEYS` each call's keys in turn (the script knows
+/// from the arguments how many are whose); the reply holds one answer per call, in order: an
+/// array, or the error message (a string) of a call that failed alone.
 pub struct ScriptBatcher {
     store: Arc<RedisStore>,
     script: &'static Script,
@@ -176,4 +176,55 @@ pub(super) fn short_reply() -> Failure {
         ErrorCode::StoreError,
         "the script answered fewer values than it was given keys",
     )
+}
+
+/// The calls' arguments as a batch sends them: the shape, a byte per call (`+` when the call's
+/// arguments follow, `=` when they are the previous call's), then the arguments of each `+` call
+/// in turn. Most calls of a batch have the same arguments (the server's clock, weight 1), and
+/// each argument costs Redis more than the byte: `each_call` in `lua/prelude.lua` reads this.
+pub(super) fn call_arguments(calls: &[(Vec<String>, Vec<String>)]) -> (String, Vec<&String>) {
+    let mut shape = String::with_capacity(calls.len());
+    let mut args = Vec::new();
+    let mut previous: Option<&Vec<String>> = None;
+    for (_, call_args) in calls {
+        if previous == Some(call_args) {
+            shape.push('=');
+        } else {
+            shape.push('+');
+            args.extend(call_args);
+        }
+        previous = Some(call_args);
+    }
+    (shape, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::call_arguments;
+
+    fn call(args: &[&str]) -> (Vec<String>, Vec<String>) {
+        (vec!["key".into()], args.iter().map(|&a| a.into()).collect())
+    }
+
+    #[test]
+    fn a_call_repeating_the_previous_calls_arguments_sends_none() {
+        let calls = [
+            call(&["1", "", "1"]),
+            call(&["1", "", "1"]),
+            call(&["1", "", "2"]),
+            call(&["1", "", "1"]),
+            call(&["1", "", "1"]),
+        ];
+        let (shape, args) = call_arguments(&calls);
+        assert_eq!(shape, "+=++=");
+        assert_eq!(args, ["1", "", "1", "1", "", "2", "1", "", "1"]);
+    }
+
+    #[test]
+    fn calls_without_arguments_are_all_repeats_after_the_first() {
+        let calls = [call(&[]), call(&[])];
+        let (shape, args) = call_arguments(&calls);
+        assert_eq!(shape, "+=");
+        assert!(args.is_empty());
+    }
 }

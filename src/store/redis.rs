@@ -194,9 +194,8 @@ impl RedisStore {
             .arg(keys.len())
             .arg(&keys)
             .arg(shared);
-        for (_, args) in calls {
-            cmd.arg(args);
-        }
+        let (shape, args) = super::batch::call_arguments(calls);
+        cmd.arg(shape).arg(args);
         self.counters.count(&self.counters.batches);
         self.counters
             .add(&self.counters.batched_calls, calls.len() as u64);
