@@ -20,10 +20,10 @@
 --                     clock) and its weight
 -- KEYS                per call, the hashes of its N identifiers
 --
--- Reply: per call, { now, counts... } with the N * L counts before this call (after it for
--- "reward"; identifier-major),
--- or the error message (a string) of a call that failed alone. src/fixed_window.rs judges from
--- the counts the same way this script decided.
+-- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { counts... } with the
+-- N * L counts before this call (after it for "reward"; identifier-major), or the error message (a
+-- string) of a call that failed alone. src/fixed_window.rs judges from the counts the same way this
+-- script decided.
 
 local limit_count = tonumber(ARGV[1])
 -- Limit j's fields: its count at slot 2j - 1 of a hash's fields as read_fields() reads them, its

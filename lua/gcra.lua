@@ -21,9 +21,9 @@
 -- and its weight
 -- KEYS      per call, the strings of its N identifiers
 --
--- Reply: per call, { now, tats... }: the N stored TATs (0 for none) before this call (after it
--- for "reward"), or the error message (a string) of a call that failed alone.
--- src/gcra.rs judges from them as this script decided.
+-- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { tats... }: the N
+-- stored TATs (0 for none) before this call (after it for "reward"), or the error message (a
+-- string) of a call that failed alone. src/gcra.rs judges from them as this script decided.
 --
 -- Exactness: every number is a whole number below 2^53. A TAT is at most a now (< 4e15) plus
 -- tau (<= 1e15), and a charge adds at most tau; a refund's weight * T may be larger (any weight

@@ -26,10 +26,10 @@
 --              and its weight
 -- KEYS         per call, the hashes of its N identifiers
 --
--- Reply: per call, { now, level, ts, level, ts, ... }: each identifier's bucket drained to now
--- (before this call; after it for "reward"), level 0 and ts = now for an empty one; or the error
--- message (a string) of a call that failed alone. src/leaky_bucket.rs judges from them as this
--- script decided.
+-- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { level, ts, level,
+-- ts, ... }: each identifier's bucket drained to now (before this call; after it for "reward"),
+-- level 0 and ts = now for an empty one; or the error message (a string) of a call that failed
+-- alone. src/leaky_bucket.rs judges from them as this script decided.
 
 local capacity = tonumber(ARGV[1])
 local leak_amount = tonumber(ARGV[2])

@@ -47,13 +47,26 @@ end
 
 -- The batch loop of the counting scripts: each call's arguments (see each_call) are its number
 -- of identifiers N, its now and its weight; its N keys follow the previous call's in KEYS.
--- Answers judge(first_key, N, now, weight) per call.
+-- Answers judge(first_key, N, now, weight), which is { now, values... }, per call without its
+-- now: the values, one alone as a number (a table costs Redis more to send); then, when a call
+-- had none of its own, the server's now once for the batch (src/store/batch.rs).
 local function each_counting_call(first_arg, judge)
   local answers, next_key = {}, 1
   for call, arg in each_call(first_arg, 3) do
     local id_count = tonumber(ARGV[arg])
-    answers[call] = answer_of(pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2])))
+    local ok, answer = pcall(judge, next_key, id_count, now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
+    if ok then
+      if #answer == 2 then
+        answer = answer[2]
+      else
+        table.remove(answer, 1)
+      end
+    end
+    answers[call] = answer_of(ok, answer)
     next_key = next_key + id_count
+  end
+  if server_now then
+    answers[#answers + 1] = server_now
   end
   return answers
 end

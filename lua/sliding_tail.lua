@@ -24,10 +24,10 @@
 --                      clock) and its weight
 -- KEYS                 per call, the hashes of its N identifiers
 --
--- Reply: per call, { now, counts... } with, per identifier and limit (identifier-major), the
--- window, current and previous counts as of now, before this call (after it for "reward"); or
--- the error message (a string) of a call that failed alone. src/sliding_tail.rs judges from
--- them as this script decided.
+-- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { counts... } with,
+-- per identifier and limit (identifier-major), the window, current and previous counts as of now,
+-- before this call (after it for "reward"); or the error message (a string) of a call that failed
+-- alone. src/sliding_tail.rs judges from them as this script decided.
 
 local limit_count = tonumber(ARGV[1])
 -- Limit j's fields, at slots 3j - 2 (current count), 3j - 1 (previous count) and 3j (window) of

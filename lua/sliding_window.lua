@@ -20,11 +20,10 @@
 --                          server's clock) and its weight
 -- KEYS                     per call, the hashes of its N identifiers
 --
--- Reply: per call, { now, counts... }: for each identifier and limit (identifier-major), the
--- counts of the limit's live buckets, oldest first, before this call (after it for "reward"); or
--- the error message (a
--- string) of a call that failed alone. src/sliding_window.rs judges from them as this script
--- decided.
+-- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { counts... }: for
+-- each identifier and limit (identifier-major), the counts of the limit's live buckets, oldest
+-- first, before this call (after it for "reward"); or the error message (a string) of a call that
+-- failed alone. src/sliding_window.rs judges from them as this script decided.
 
 local limit_count = tonumber(ARGV[1])
 local prefixes, precisions, buckets, limits = {}, {}, {}, {}

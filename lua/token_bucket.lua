@@ -31,12 +31,12 @@
 --           and its weight
 -- KEYS      per call, the hashes of its N identifiers
 --
--- Reply: per call, { now, level_1, ahead_1, ..., level_N, ahead_N }: each bucket at now (scaled
--- units) before this call (after it for "reward"), a bucket without state holding `fresh` as of
--- now, and how many microseconds the bucket's instant is ahead of now (a late call, from a host
--- whose clock is behind, gets no refill: the bucket refills from its instant on); or the error
--- message (a string) of a call that failed alone. src/token_bucket.rs judges from them as this
--- script decided.
+-- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { level_1, ahead_1,
+-- ..., level_N, ahead_N }: each bucket at now (scaled units) before this call (after it for
+-- "reward"), a bucket without state holding `fresh` as of now, and how many microseconds the
+-- bucket's instant is ahead of now (a late call, from a host whose clock is behind, gets no refill:
+-- the bucket refills from its instant on); or the error message (a string) of a call that failed
+-- alone. src/token_bucket.rs judges from them as this script decided.
 --
 -- Exactness. Lua numbers are doubles, exact for whole numbers up to 2^53; a sum, difference or
 -- product of whole numbers is exact when its true value is at most 2^53 (the true value is

@@ -56,12 +56,24 @@ impl RedisTarget {
     /// The `now` argument of a script: the given instant, this host's clock, or `""` to have the
     /// script read the Redis server's clock.
     pub fn now_argument(&self, now: Option<Micros>) -> String {
+        now_text(self.sent_now(now))
+    }
+
+    /// The now a call sends to the script: its own, this host's clock with `clock: 'local'`, or
+    /// none (the script reads the server's).
+    pub fn sent_now(&self, now: Option<Micros>) -> Option<Micros> {
         match (now, self.clock) {
-            (Some(now), _) => now.to_string(),
-            (None, Clock::Local) => system_now().to_string(),
-            (None, Clock::Redis) => String::new(),
+            (Some(now), _) => Some(now),
+            (None, Clock::Local) => Some(system_now()),
+            (None, Clock::Redis) => None,
         }
     }
+}
+
+/// A script's `now` argument for the instant a call sends ([`RedisTarget::sent_now`]): `""` for
+/// none.
+pub fn now_text(now: Option<Micros>) -> String {
+    now.map_or_else(String::new, |now| now.to_string())
 }
 
 /// FNV-1a, 64 bits: a stable hash (the same on every host and version), to spread ids over

@@ -266,7 +266,9 @@ impl JsBucketCircle {
             vec![key],
             args,
             Box::new(move |answer| {
-                reply.send(answer.and_then(|answer| count_reply(&circle, mode, lookback, answer)))
+                reply.send(
+                    answer.and_then(|answer| count_reply(&circle, mode, lookback, answer.value)),
+                )
             }),
         );
         Ok(())

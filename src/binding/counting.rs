@@ -10,7 +10,7 @@ use napi::Env;
 use redis::{FromRedisValue, Script};
 use smallvec::SmallVec;
 
-use super::backend::{local_now, memory_id, Backend, RedisTarget};
+use super::backend::{local_now, memory_id, now_text, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values, VALUES};
 use super::fast::FastRun;
 use super::input::{call_options, fast_call_options, ids, CallOptions, Takes};
@@ -109,10 +109,12 @@ pub trait Counting: Clone + Send + Sync + 'static {
     /// One identifier's state in memory.
     type State: Default;
     /// Its Lua script: shared arguments ([`shared_args`](Self::shared_args), then the mode,
-    /// `consume`, `peek` or `reward`, and the key TTL in ms), per call `N, now, weight`, per call
-    /// `N` keys; reply per call `{ now, counts... }` (what [`judge`](Self::judge) takes: for
-    /// `reward`, the counts after the refund), or an error string. `reward` gives `weight` back
-    /// to each identifier that has state, never below empty, and creates none.
+    /// `consume`, `peek` or `reward`, and the key TTL in ms), per call `N, now, weight` (sent
+    /// as `src/store/batch.rs` says), per call `N` keys; its `judge` gives `{ now, counts... }`
+    /// per call, which `each_counting_call` in `lua/prelude.lua` replies without the now (what
+    /// [`judge`](Self::judge) takes: for `reward`, the counts after the refund), or an error
+    /// string. `reward` gives `weight` back to each identifier that has state, never below
+    /// empty, and creates none.
     fn script() -> &'static Script;
     /// The default Redis key prefix.
     fn default_namespace() -> &'static str;
@@ -376,9 +378,10 @@ impl<A: Counting> CountingEngine<A> {
             Mode::Peek => &batchers[1],
             Mode::Reward => &batchers[2],
         };
+        let sent_now = target.sent_now(call.now);
         let args = vec![
             keys.len().to_string(),
-            target.now_argument(call.now),
+            now_text(sent_now),
             call.weight.to_string(),
         ];
         let algorithm = self.algorithm.clone();
@@ -391,9 +394,12 @@ impl<A: Counting> CountingEngine<A> {
             keys,
             args,
             Box::new(move |answer| {
-                reply.send(
-                    answer.and_then(|answer| judge_reply(&algorithm, ids, weight, charge, answer)),
-                )
+                reply.send(answer.and_then(|answer| {
+                    let now = sent_now.or(answer.server_now).ok_or_else(|| {
+                        Failure::error(ErrorCode::StoreError, "the script answered no time")
+                    })?;
+                    judge_reply(&algorithm, ids, weight, now, charge, answer.value)
+                }))
             }),
         );
         Ok(())
@@ -434,25 +440,27 @@ fn batcher<A: Counting>(algorithm: &A, target: &RedisTarget, mode: &str) -> Scri
     )
 }
 
-/// The script's `{ now, counts... }` for one call, judged.
+/// The script's counts for one call at `now` (a number when there is one, else an array),
+/// judged.
 fn judge_reply<A: Counting>(
     algorithm: &A,
     ids: usize,
     weight: u64,
+    now: Micros,
     charge: bool,
     answer: redis::Value,
 ) -> Outcome<Values> {
-    let reply = Vec::<i64>::from_redis_value(answer)
-        .map_err(|e| Failure::error(ErrorCode::StoreError, format!("the script answered: {e}")))?;
-    let (&now, counts) = reply
-        .split_first()
-        .ok_or_else(|| Failure::error(ErrorCode::StoreError, "the script answered nothing"))?;
-    let counts: Vec<u64> = counts.iter().map(|&c| c.max(0) as u64).collect();
-    Ok(verdict_values(&algorithm.judge(
-        ids,
-        &counts,
-        weight,
-        now as Micros,
-        charge,
-    )?))
+    let counts: Vec<u64> = match answer {
+        redis::Value::Int(count) => vec![count.max(0) as u64],
+        answer => Vec::<i64>::from_redis_value(answer)
+            .map_err(|e| {
+                Failure::error(ErrorCode::StoreError, format!("the script answered: {e}"))
+            })?
+            .into_iter()
+            .map(|count| count.max(0) as u64)
+            .collect(),
+    };
+    Ok(verdict_values(
+        &algorithm.judge(ids, &counts, weight, now, charge)?,
+    ))
 }

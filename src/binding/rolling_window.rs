@@ -269,7 +269,8 @@ impl JsRollingWindow {
                     vec![key],
                     vec![target.now_argument(call.now), String::new()],
                     Box::new(move |answer| {
-                        let _ = answered.send(answer.and_then(entries_from_reply));
+                        let _ = answered
+                            .send(answer.and_then(|answer| entries_from_reply(answer.value)));
                     }),
                 );
                 env.spawn_future_with_callback(
@@ -481,7 +482,9 @@ impl JsRollingWindow {
             vec![key],
             args,
             Box::new(move |answer| {
-                reply.send(answer.and_then(|answer| answer_values(&window, mode, weight, answer)))
+                reply.send(
+                    answer.and_then(|answer| answer_values(&window, mode, weight, answer.value)),
+                )
             }),
         );
         Ok(())

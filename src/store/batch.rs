@@ -17,7 +17,16 @@ const MAX_BATCH: usize = 256;
 const BATCHES_IN_FLIGHT: usize = 2;
 
 /// What to do with a call's answer; it runs on the runtime's thread.
-pub type Answered = Box<dyn FnOnce(Outcome<Value>) + Send>;
+pub type Answered = Box<dyn FnOnce(Outcome<Answer>) + Send>;
+
+/// One call's answer from a batch.
+pub struct Answer {
+    /// What the script answered for the call.
+    pub value: Value,
+    /// The Redis server's clock (microseconds) when the script read it for the batch's calls
+    /// without a `now` of their own, if it says so (see [`ScriptBatcher`]).
+    pub server_now: Option<i64>,
+}
 
 /// Sends the calls of one script that share their leading arguments together: one EVALSHA with
 /// the keys and arguments of every call waiting, at most [`MAX_BATCH`] calls.
@@ -29,8 +38,10 @@ pub type Answered = Box<dyn FnOnce(Outcome<Value>) + Send>;
 ///
 /// The script's contract: `ARGV` holds the shared arguments, then the batch's shape and the
 /// calls' arguments (see [`call_arguments`]); `KEYS` each call's keys in turn (the script knows
-/// from the arguments how many are whose); the reply holds one answer per call, in order: an
-/// array, or the error message (a string) of a call that failed alone.
+/// from the arguments how many are whose); the reply holds one answer per call, in order (a
+/// number or an array, or the error message, a string, of a call that failed alone), and may end
+/// with one more value: the server's clock as the script read it (for the calls without a `now`
+/// of their own, whose answers then need not repeat it).
 pub struct ScriptBatcher {
     store: Arc<RedisStore>,
     script: &'static Script,
@@ -166,7 +177,7 @@ async fn send_batch(store: &RedisStore, script: &Script, shared: &[String], batc
     }
 }
 
-fn answer(store: &RedisStore, answered: Answered, outcome: Outcome<Value>) {
+fn answer(store: &RedisStore, answered: Answered, outcome: Outcome<Answer>) {
     store.count_call(&outcome);
     answered(outcome);
 }
@@ -174,7 +185,7 @@ fn answer(store: &RedisStore, answered: Answered, outcome: Outcome<Value>) {
 pub(super) fn short_reply() -> Failure {
     Failure::error(
         ErrorCode::StoreError,
-        "the script answered fewer values than it was given keys",
+        "the script's reply does not hold one answer per call",
     )
 }
 

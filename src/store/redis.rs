@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use redis::{Cmd, ErrorKind, RedisError, Script, ServerErrorKind, Value};
 
+use super::batch::Answer;
 use super::cluster::Cluster;
 use super::link::{NodeLink, RedisCounters};
 use super::redis_config::RedisConfig;
@@ -187,7 +188,7 @@ impl RedisStore {
         script: &Script,
         shared: &[String],
         calls: &[(Vec<String>, Vec<String>)],
-    ) -> Outcome<Vec<Outcome<Value>>> {
+    ) -> Outcome<Vec<Outcome<Answer>>> {
         let keys: Vec<&String> = calls.iter().flat_map(|(keys, _)| keys).collect();
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.get_hash())
@@ -200,9 +201,16 @@ impl RedisStore {
         self.counters
             .add(&self.counters.batched_calls, calls.len() as u64);
         let first_key = keys.first().map_or("", |key| key.as_str());
-        let reply = match self.query(first_key, &cmd, Some(script)).await? {
-            Value::Array(reply) if reply.len() == calls.len() => reply,
+        let mut reply = match self.query(first_key, &cmd, Some(script)).await? {
+            Value::Array(reply) if reply.len() == calls.len() || reply.len() == calls.len() + 1 => {
+                reply
+            }
             _ => return Err(super::batch::short_reply()),
+        };
+        let server_now = match (reply.len() > calls.len()).then(|| reply.pop()).flatten() {
+            Some(Value::Int(now)) => Some(now),
+            Some(_) => return Err(super::batch::short_reply()),
+            None => None,
         };
         Ok(reply
             .into_iter()
@@ -226,7 +234,7 @@ impl RedisStore {
                     };
                     Err(failure.with_cause("ResponseError", message))
                 }
-                answer => Ok(answer),
+                value => Ok(Answer { value, server_now }),
             })
             .collect())
     }
