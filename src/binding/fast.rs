@@ -262,13 +262,19 @@ unsafe fn answer<T: FastRun>(
         return Ok(false);
     }
     let bytes = std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), length);
-    let Ok(id) = std::str::from_utf8(bytes) else {
-        return Ok(false);
+    let id = if bytes.is_ascii() {
+        // The usual id: ASCII is UTF-8 without a U+FFFD, so neither check below is needed.
+        std::str::from_utf8_unchecked(bytes)
+    } else {
+        let Ok(id) = std::str::from_utf8(bytes) else {
+            return Ok(false);
+        };
+        // A lone surrogate arrives as U+FFFD: the general path tells it from a real one.
+        if id.contains('\u{FFFD}') {
+            return Ok(false);
+        }
+        id
     };
-    // A lone surrogate arrives as U+FFFD: the general path tells it from a real one.
-    if id.contains('\u{FFFD}') {
-        return Ok(false);
-    }
     let engine = &*fast.engine;
     let outcome = catch_unwind(AssertUnwindSafe(|| engine.run_fast(mode, id, weight, now)))
         .unwrap_or_else(|_| {
