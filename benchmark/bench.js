@@ -29,7 +29,7 @@ const redisGcra = require('redis-gcra')
 
 const ratekeeper = require('..')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
-const { httpBenchmark } = require('./http.js')
+const { httpBenchmark, redisCpuSeconds } = require('./http.js')
 const { writeResults } = require('./results.js')
 
 const args = parseArgs(process.argv.slice(2))
@@ -222,13 +222,6 @@ async function hotKeys(store, server) {
   }
   row.replayed = replayed.length
   return row
-}
-
-/** redis-server's CPU time so far (user + system), in seconds. */
-async function redisCpuSeconds(server) {
-  const info = await server.cli('INFO', 'cpu')
-  const field = (name) => Number(info.match(new RegExp(`${name}:([\\d.]+)`))[1])
-  return field('used_cpu_user') + field('used_cpu_sys')
 }
 
 /**

@@ -8,8 +8,11 @@
 // Each limiter runs its app in a child process (so that the load generator, in this process,
 // does not share an event loop with it), keyed by an `x-user` header drawn from `--ids` users,
 // with a limit no one reaches (the limiter's work is measured, not 429s). Rounds alternate the
-// order; the table gives each app's median requests per second and p99 latency, and the median
-// per-round ratio against express-rate-limit with rate-limit-redis.
+// order; the table gives each app's median requests per second and p99 latency, the median
+// per-round ratio against express-rate-limit with rate-limit-redis, and the CPU time each request
+// cost the app's process (all its threads) and Redis: on a machine where the load generator,
+// the app and Redis share the cores, Express alone sets the pace, and the CPU per request shows
+// what the limiter itself costs.
 
 const { fork } = require('node:child_process')
 const autocannon = require('autocannon')
@@ -36,6 +39,11 @@ async function serve(kind, redisUrl) {
   app.use(await middlewareOf(kind, redisUrl, key))
   app.get('/', (req, res) => res.send('ok'))
   const server = app.listen(0, '127.0.0.1', () => process.send({ port: server.address().port }))
+  // The process's CPU time so far (every thread: a native client's too), in microseconds.
+  process.on('message', () => {
+    const { user, system } = process.cpuUsage()
+    process.send({ cpuMicros: user + system })
+  })
   process.on('disconnect', () => process.exit(0))
 }
 
@@ -68,9 +76,20 @@ async function middlewareOf(kind, redisUrl, key) {
 function startApp(kind, redisUrl) {
   return new Promise((resolve, reject) => {
     const child = fork(__filename, ['--serve', kind, redisUrl], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-    child.once('message', ({ port }) => resolve({ child, url: `http://127.0.0.1:${port}/` }))
+    const cpuMicros = () => new Promise((answered) => {
+      child.once('message', (message) => answered(message.cpuMicros))
+      child.send('cpu')
+    })
+    child.once('message', ({ port }) => resolve({ child, url: `http://127.0.0.1:${port}/`, cpuMicros }))
     child.once('exit', (code) => reject(new Error(`the ${kind} app exited with ${code}`)))
   })
+}
+
+/** redis-server's CPU time so far (user + system), in seconds. */
+async function redisCpuSeconds(server) {
+  const info = await server.cli('INFO', 'cpu')
+  const field = (name) => Number(info.match(new RegExp(`${name}:([\\d.]+)`))[1])
+  return field('used_cpu_user') + field('used_cpu_sys')
 }
 
 /** Loads `url` for `seconds` with `connections` connections over `ids` users. */
@@ -82,7 +101,7 @@ async function load(url, { seconds, connections, ids }) {
     duration: seconds,
     requests: [{ setupRequest: (request) => ({ ...request, headers: { 'x-user': `user-${n++ % ids}` } }) }],
   })
-  return { rps: result.requests.average, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors }
+  return { rps: result.requests.average, requests: result.requests.total, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors }
 }
 
 const median = (values) => {
@@ -103,21 +122,25 @@ async function httpBenchmark({ rounds = 3, seconds = 5, connections = 64, ids = 
       if (round % 2) names.reverse()
       for (const name of names) {
         await redis.cli('FLUSHALL')
+        const [appBefore, redisBefore] = [await apps[name].cpuMicros(), await redisCpuSeconds(redis)]
         const outcome = await load(apps[name].url, { seconds, connections, ids })
+        outcome.appCpu = ((await apps[name].cpuMicros()) - appBefore) / outcome.requests
+        outcome.redisCpu = ((await redisCpuSeconds(redis)) - redisBefore) * 1e6 / outcome.requests
         if (outcome.non2xx || outcome.errors) throw new Error(`${name}: ${outcome.non2xx} non-2xx answers, ${outcome.errors} errors`)
         results[name].push(outcome)
-        process.stderr.write(`http round ${round + 1}: ${name} ${Math.round(outcome.rps)} req/s, p99 ${outcome.p99} ms\n`)
+        process.stderr.write(`http round ${round + 1}: ${name} ${Math.round(outcome.rps)} req/s, p99 ${outcome.p99} ms, CPU per request ${outcome.appCpu.toFixed(1)} µs (app) ${outcome.redisCpu.toFixed(1)} µs (Redis)\n`)
       }
     }
     const lines = [
       `HTTP on loopback: one Express route, ${connections} connections, ${rounds} rounds of ${seconds} s, ${ids} users, Redis for every limiter:`,
       '',
-      '| limiter | req/s | p99 | ratio to express-rate-limit + rate-limit-redis |',
-      '|---|---:|---:|---:|',
+      '| limiter | req/s | p99 | ratio to express-rate-limit + rate-limit-redis | CPU per request: app / Redis |',
+      '|---|---:|---:|---:|---:|',
     ]
     for (const name of Object.keys(APPS)) {
       const ratio = median(results[name].map((r, i) => r.rps / results[BASELINE][i].rps))
-      lines.push(`| ${name} | ${Math.round(median(results[name].map((r) => r.rps))).toLocaleString('en-US')} | ${median(results[name].map((r) => r.p99))} ms | **${ratio.toFixed(2)}x** |`)
+      const cpu = (field) => median(results[name].map((r) => r[field])).toFixed(1)
+      lines.push(`| ${name} | ${Math.round(median(results[name].map((r) => r.rps))).toLocaleString('en-US')} | ${median(results[name].map((r) => r.p99))} ms | **${ratio.toFixed(2)}x** | ${cpu('appCpu')} / ${cpu('redisCpu')} µs |`)
     }
     return lines
   } finally {
@@ -146,4 +169,4 @@ if (require.main === module) {
   }
 }
 
-module.exports = { httpBenchmark }
+module.exports = { httpBenchmark, redisCpuSeconds }
