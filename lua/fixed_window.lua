@@ -38,7 +38,7 @@ for j = 1, limit_count do
   slot_of[fields[2 * j]] = 2 * j
 end
 local mode = ARGV[2 * limit_count + 2]
-local ttl = tonumber(ARGV[2 * limit_count + 3])
+local ttl = ARGV[2 * limit_count + 3]
 local longest = 1
 for j = 2, limit_count do
   if durations[j] > durations[longest] then
@@ -52,44 +52,42 @@ local function counter_field(name)
   return string.match(name, '^%d+$') or string.match(name, '^%d+:w$')
 end
 
--- Scratch tables, reused by every call of the batch (Redis CPU is per table built): an
--- identifier's stored fields, each limit's current window (as of `windows_now`), the window each
--- counter counts in (identifier-major), whether an identifier's TTL is renewed, whether any of
--- its counters moved to a new window, how many of its fields it had, and the arguments of an
--- HSET.
-local stored, windows, counted, renew, moved, found, values = {}, {}, {}, {}, {}, {}, {}
+-- Scratch tables, reused by every call of the batch (Redis CPU is per table built, so a call
+-- builds none but its answer, and only when it has several counts): an identifier's stored
+-- fields, each limit's current window (as of `windows_now`), the call's counts and the window
+-- each counts in (identifier-major, from 1), per identifier (from 1) how many fields it had,
+-- whether its TTL is renewed and whether any of its counters moved to a new window, and the
+-- arguments of an HSET.
+local stored, windows, counts, counted, found, renew, moved, values = {}, {}, {}, {}, {}, {}, {}, {}
 local windows_now
 
--- Fills `values` with every limit's field and new count (with `windows_too`, also its window
--- field and the window it counts in) for identifier i (0-based) of a call whose answer holds
--- the counts before it plus `add`. Returns the number of values.
-local function new_counts(answer, i, add, windows_too)
+-- Writes identifier i's counters (its key `key`, its counts from counts[first + 1]) plus `add`
+-- (never below 0), with their windows when one moved.
+local function write(key, i, first, add)
   local n = 0
   for j = 1, limit_count do
-    local at = i * limit_count + j
     values[n + 1] = fields[2 * j - 1]
-    values[n + 2] = math.max(0, answer[1 + at] + add)
+    values[n + 2] = math.max(0, counts[first + j] + add)
     n = n + 2
-    if windows_too then
+    if moved[i] then
       values[n + 1] = fields[2 * j]
-      values[n + 2] = counted[at]
+      values[n + 2] = counted[first + j]
       n = n + 2
     end
   end
-  return n
+  redis.call('HSET', key, unpack(values, 1, n))
 end
 
 local function judge(first_key, id_count, now, weight)
-  local answer, allowed = { now }, true
   if now ~= windows_now then
     for j = 1, limit_count do
       windows[j] = math.floor(now / durations[j])
     end
     windows_now = now
   end
-  for i = 0, id_count - 1 do
-    local key = KEYS[first_key + i]
-    found[i] = read_fields(key, slot_of, 2 * limit_count, stored, counter_field)
+  local allowed, n = true, 0
+  for i = 1, id_count do
+    found[i] = read_fields(KEYS[first_key + i - 1], slot_of, 2 * limit_count, stored, counter_field)
     -- The TTL is renewed when the longest window changes: set then, it outlives that window.
     renew[i] = stored[2 * longest] ~= windows[longest]
     moved[i] = false
@@ -103,32 +101,43 @@ local function judge(first_key, id_count, now, weight)
       else
         moved[i] = true
       end
-      counted[i * limit_count + j] = window
-      answer[#answer + 1] = count
+      n = n + 1
+      counts[n], counted[n] = count, window
       if count + weight > limits[j] then
         allowed = false
       end
     end
   end
-  if mode == 'reward' then
-    for i = 0, id_count - 1 do
-      if found[i] > 0 then
-        redis.call('HSET', KEYS[first_key + i], unpack(values, 1, new_counts(answer, i, -weight, false)))
-        for j = 1, limit_count do
-          local at = 1 + i * limit_count + j
-          answer[at] = math.max(0, answer[at] - weight)
+  if mode == 'consume' then
+    if allowed then
+      for i = 1, id_count do
+        local key = KEYS[first_key + i - 1]
+        -- The windows are written only when one moved: fewer fields, less work for Redis.
+        write(key, i, (i - 1) * limit_count, weight)
+        if renew[i] then
+          redis.call('PEXPIRE', key, ttl)
         end
       end
     end
-  elseif mode == 'consume' and allowed then
-    for i = 0, id_count - 1 do
-      local key = KEYS[first_key + i]
-      -- The windows are written only when one moved: fewer fields, less work for Redis.
-      redis.call('HSET', key, unpack(values, 1, new_counts(answer, i, weight, moved[i])))
-      if renew[i] then
-        redis.call('PEXPIRE', key, ttl)
+  elseif mode == 'reward' then
+    -- The counts after the refund, of identifiers that had a hash (others get none).
+    for i = 1, id_count do
+      if found[i] > 0 then
+        local first = (i - 1) * limit_count
+        moved[i] = false
+        write(KEYS[first_key + i - 1], i, first, -weight)
+        for j = 1, limit_count do
+          counts[first + j] = math.max(0, counts[first + j] - weight)
+        end
       end
     end
+  end
+  if n == 1 then
+    return counts[1]
+  end
+  local answer = { now }
+  for k = 1, n do
+    answer[k + 1] = counts[k]
   end
   return answer
 end
