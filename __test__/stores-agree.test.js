@@ -108,7 +108,9 @@ describe('memory and Redis answer alike', () => {
 // Concurrent calls of a limiter leave together in one EVALSHA, which sends a call's arguments
 // only when they differ from the previous call's (src/store/batch.rs): runs of calls alike and
 // changes of weight and now within one batch must still reach each call. Concurrent calls have
-// no order (two batches can be in flight), so each call has ids of its own.
+// no order (two batches can be in flight), so each call has ids of its own. The redis-server is
+// stopped (SIGSTOP) while the calls are made, so that they queue up behind the first batches
+// whatever the machine's load: without it, how many batches form depends on thread scheduling.
 describe('calls sent together in one batch get their own arguments', () => {
   const plan = (seed, oneId) => {
     const rand = random(seed)
@@ -130,7 +132,16 @@ describe('calls sent together in one batch get their own arguments', () => {
     const store = new RedisStore(redis.server.url)
     try {
       const onRedis = create({ client: store, namespace: `batched-${Math.random()}:` })
-      const answers = await Promise.all(calls.map((call) => make(onRedis, call)))
+      process.kill(redis.server.pid, 'SIGSTOP')
+      let answering
+      try {
+        answering = Promise.all(calls.map((call) => make(onRedis, call)))
+        // One turn of the event loop: every call has reached the store's queue.
+        await new Promise(setImmediate)
+      } finally {
+        process.kill(redis.server.pid, 'SIGCONT')
+      }
+      const answers = await answering
       assert.deepEqual(answers, expected)
       const { batches } = store.stats()
       assert.ok(batches <= calls.length / 4, `${batches} batches carried the ${calls.length} calls`)

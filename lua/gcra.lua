@@ -40,13 +40,16 @@ local function store(key, tat, now)
   redis.call('SET', key, tat, 'PX', math.ceil((tat - now) / 1000) + 1000)
 end
 
+-- Scratch tables, reused by every call of the batch (each table costs Redis CPU): the call's
+-- stored TATs (false for none) and its answer's TATs (0 for none).
+local tats, answered = {}, {}
+
 local function judge(first_key, id_count, now, weight)
-  local answer, tats, allowed = { now }, {}, weight <= burst
+  local allowed = weight <= burst
   for i = 1, id_count do
     local key = KEYS[first_key + i - 1]
     local tat = whole(key, 'a TAT', redis.call('GET', key))
-    tats[i] = tat
-    answer[i + 1] = tat or 0
+    tats[i], answered[i] = tat or false, tat or 0
     if allowed and math.max(tat or 0, now) + weight * interval - tau > now then
       allowed = false
     end
@@ -58,10 +61,10 @@ local function judge(first_key, id_count, now, weight)
         local left = tat - weight * interval
         if left > now then
           store(key, left, now)
-          answer[i + 1] = left
+          answered[i] = left
         else
           redis.call('DEL', key)
-          answer[i + 1] = 0
+          answered[i] = 0
         end
       end
     end
@@ -70,7 +73,10 @@ local function judge(first_key, id_count, now, weight)
       store(KEYS[first_key + i - 1], math.max(tats[i] or 0, now) + weight * interval, now)
     end
   end
-  return answer
+  if id_count == 1 then
+    return answered[1]
+  end
+  return { now, unpack(answered, 1, id_count) }
 end
 
 return each_counting_call(6, judge)
