@@ -11,7 +11,7 @@ const os = require('node:os')
 const path = require('node:path')
 
 const { FixedWindow, RedisStore } = require('..')
-const { startRedis, freePort } = require('./helpers/redis-server.js')
+const { startRedis, freePort, serverSupports } = require('./helpers/redis-server.js')
 
 /** Makes a CA, a server certificate for `redis.test` only (no IP), and a client certificate. */
 function makeCertificates(dir) {
@@ -48,7 +48,7 @@ async function consumeWith(options) {
   }
 }
 
-describe('TLS', () => {
+describe('TLS', { skip: !serverSupports.tls && 'this redis-server was built without TLS' }, () => {
   let certs
   let server
   let tlsPort

@@ -3,7 +3,7 @@
 // Real redis-server processes for the tests, on free loopback ports (never 6379: a shared Redis
 // runs there), stopped after the tests and SIGKILLed on exit if a test fails halfway.
 
-const { spawn, execFile } = require('node:child_process')
+const { spawn, spawnSync, execFile } = require('node:child_process')
 const fs = require('node:fs')
 const net = require('node:net')
 const os = require('node:os')
@@ -16,6 +16,36 @@ const RESERVED_PORT = 6379
 const START_TIMEOUT_MS = 10_000
 const STOP_GRACE_MS = 3_000
 const CLUSTER_TIMEOUT_MS = 30_000
+
+/**
+ * Whether this redis-server knows the config directive `name`. It reads its arguments as a config
+ * file and stops at the first directive it does not know, so with an unknown one after `name`,
+ * its error names `name` only when `name` is unknown too (no server starts either way).
+ */
+function knowsDirective(name) {
+  const { stdout = '', stderr = '' } = spawnSync(REDIS_SERVER, [`--${name}`, '0', '--ratekeeper-unknown-directive', '1'], { encoding: 'utf8', timeout: START_TIMEOUT_MS })
+  return !`${stdout}${stderr}`.includes(`'${name} "0"'`)
+}
+
+/**
+ * What the redis-server under test can do, for tests that need more than Redis 6.2 without TLS
+ * (the 6.2 build CI also runs): `tls` (a build with TLS), `cluster` (Redis 7's `cluster-port`,
+ * which the cluster helper uses) and `version` (its major version: 7 for 7.0.15). Each is found
+ * on first use.
+ */
+const serverSupports = {
+  get tls() {
+    return once('tls', () => knowsDirective('tls-port'))
+  },
+  get cluster() {
+    return once('cluster', () => knowsDirective('cluster-port'))
+  },
+  get version() {
+    return once('version', () => Number(/v=(\d+)\./.exec(spawnSync(REDIS_SERVER, ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[1]))
+  },
+}
+const known = new Map()
+const once = (what, find) => (known.has(what) ? known.get(what) : known.set(what, find()).get(what))
 
 /** Every redis-server this process started and has not seen exit. */
 const running = new Set()
@@ -466,12 +496,6 @@ function keySlot(key) {
   return crc % 16384
 }
 
-/** True once every replica on `ports` reports `master_link_status:up`. */
-async function replicasUp(ports) {
-  const infos = await Promise.all(ports.map((port) => rawCommand(port, ['INFO', 'replication'])))
-  return { ok: infos.every((info) => typeof info === 'string' && info.includes('master_link_status:up')), infos }
-}
-
 /** Polls `check()` (resolving `{ ok, infos }`) every 100 ms until ok, or throws `what` after `timeoutMs`. */
 async function pollUntil(check, what, timeoutMs = CLUSTER_TIMEOUT_MS) {
   const deadline = Date.now() + timeoutMs
@@ -529,11 +553,23 @@ async function startSentinel(options = {}) {
         }
         return undefined
       },
-      /** Resolves once every live replica of the current primary reports `master_link_status:up`. */
+      /**
+       * Resolves once the live nodes are one primary and replicas that all report
+       * `master_link_status:up` (the nodes' own roles: not what the sentinels last said).
+       */
       async replicasSynced() {
-        const master = (await setup.masterPort()) ?? primary.port
-        const live = nodes.filter((node) => !node.killed && node.port !== master)
-        await pollUntil(() => replicasUp(live.map((node) => node.port)), 'the replicas did not sync')
+        await pollUntil(() => replication((primaryInfo, replicaInfos) => replicaInfos.every((info) => info.includes('master_link_status:up'))), 'the replicas did not sync')
+      },
+      /**
+       * Resolves once every live replica has every write the primary has (its replication
+       * offset): a failover then loses none of them.
+       */
+      async replicasCaughtUp() {
+        const offset = (info, field) => Number(new RegExp(`${field}:(\\d+)`).exec(info)?.[1])
+        await pollUntil(() => replication((primaryInfo, replicaInfos) => {
+          const target = offset(primaryInfo, 'master_repl_offset')
+          return replicaInfos.every((info) => offset(info, 'slave_repl_offset') >= target)
+        }), 'the replicas did not catch up')
       },
       /**
        * Resolves once every sentinel names the primary on `port`, with the other nodes as its
@@ -557,6 +593,17 @@ async function startSentinel(options = {}) {
         }, 'no sentinel started a failover')
       },
       stop: stopAll,
+    }
+    /**
+     * `INFO replication` of every live node, judged by `ok(primaryInfo, replicaInfos)` once
+     * exactly one of them is a primary (for pollUntil).
+     */
+    const replication = async (ok) => {
+      const infos = await Promise.all(nodes.filter((node) => !node.killed).map((node) => rawCommand(node.port, ['INFO', 'replication'])))
+      const texts = infos.map((info) => (typeof info === 'string' ? info : ''))
+      const primaries = texts.filter((info) => info.includes('role:master'))
+      const replicas = texts.filter((info) => info.includes('role:slave'))
+      return { ok: primaries.length === 1 && primaries.length + replicas.length === texts.length && ok(primaries[0], replicas), infos }
     }
     for (const node of nodes) {
       const kill = node.kill
@@ -586,4 +633,4 @@ async function startSentinel(options = {}) {
   }
 }
 
-module.exports = { freePort, startRedis, startCluster, startSentinel, useRedisServer, withRedisServer, keySlot }
+module.exports = { freePort, startRedis, startCluster, startSentinel, useRedisServer, withRedisServer, keySlot, serverSupports }

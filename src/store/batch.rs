@@ -189,6 +189,23 @@ pub(super) fn short_reply() -> Failure {
     )
 }
 
+/// The text of the error a script answers for a call that failed alone (`answer_of` in
+/// `lua/prelude.lua`). Redis 6.2 words the errors it raises before running a script's command
+/// (`READONLY` on a replica, `OOM` at maxmemory) with the script's position, the protocol's `-`
+/// and its line end (`@user_script: 225: -READONLY You can't write against a read only
+/// replica.\r\n`); Redis 7, and every error of a command that ran, give the text alone. Both
+/// read here as the text alone, so that `READONLY` is known on both.
+pub(super) fn call_error_text(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    let positioned = text.strip_prefix("@user_script:").and_then(|rest| {
+        let rest = rest.trim_start();
+        let line_end = rest.find(|c: char| !c.is_ascii_digit())?;
+        let error = rest[line_end..].strip_prefix(':')?.trim_start();
+        (line_end > 0).then(|| error.strip_prefix('-').unwrap_or(error))
+    });
+    positioned.unwrap_or(&text).trim_end().to_owned()
+}
+
 /// The calls' arguments as a batch sends them: the shape, a byte per call (`+` when the call's
 /// arguments follow, `=` when they are the previous call's), then the arguments of each `+` call
 /// in turn. Most calls of a batch have the same arguments (the server's clock, weight 1), and
@@ -211,7 +228,28 @@ pub(super) fn call_arguments(calls: &[(Vec<String>, Vec<String>)]) -> (String, V
 
 #[cfg(test)]
 mod tests {
-    use super::call_arguments;
+    use super::{call_arguments, call_error_text};
+
+    #[test]
+    fn a_call_error_reads_the_same_from_redis_6_2_and_7() {
+        let readonly = "READONLY You can't write against a read only replica.";
+        for raw in [
+            format!("@user_script: 225: -{readonly}\r\n"),
+            format!("@user_script:7: -{readonly}"),
+            readonly.to_owned(),
+        ] {
+            assert_eq!(call_error_text(raw.as_bytes()), readonly, "{raw:?}");
+        }
+        // Other texts are kept whole: a script's own errors, and Lua's.
+        for raw in [
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "ERR ratekeeper: k holds a field x (not written by this limiter: reset the id or delete the key)",
+            "user_script:12: attempt to compare nil with number",
+            "@user_script: nope: -x",
+        ] {
+            assert_eq!(call_error_text(raw.as_bytes()), raw);
+        }
+    }
 
     fn call(args: &[&str]) -> (Vec<String>, Vec<String>) {
         (vec!["key".into()], args.iter().map(|&a| a.into()).collect())

@@ -219,7 +219,7 @@ impl RedisStore {
                 // (a primary demoted, at a fixed address) refuses every write: Redis is then
                 // unavailable for this store, as when it refuses the command itself.
                 Value::BulkString(message) => {
-                    let message = String::from_utf8_lossy(&message);
+                    let message = super::batch::call_error_text(&message);
                     let node = self.node_of(first_key);
                     let failure = if message.starts_with("READONLY ") {
                         Failure::error(

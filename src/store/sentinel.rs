@@ -28,6 +28,7 @@ use redis::{
     Value,
 };
 
+use super::batch::call_error_text;
 use super::cluster::{split_node, Node, NodeError};
 use super::link::{
     address_of, connection_config, info_at, is_connection_failure, query_script, NodeLink,
@@ -456,7 +457,9 @@ async fn watch(shared: Weak<Shared>) {
 /// A script's answer, or the `READONLY` error that one of its calls met: the scripts answer
 /// each call that fails alone with its error message, and on a replica every write fails so.
 fn refused_as_replica(value: Value) -> Result<Value, RedisError> {
-    let readonly = |answer: &Value| matches!(answer, Value::BulkString(message) if message.starts_with(b"READONLY "));
+    let readonly = |answer: &Value| {
+        matches!(answer, Value::BulkString(message) if call_error_text(message).starts_with("READONLY "))
+    };
     let demoted = match &value {
         Value::Array(answers) => answers.iter().find(|answer| readonly(answer)),
         _ => None,
@@ -465,7 +468,7 @@ fn refused_as_replica(value: Value) -> Result<Value, RedisError> {
         Some(Value::BulkString(message)) => Err(RedisError::from((
             ErrorKind::Server(ServerErrorKind::ReadOnly),
             "the primary was demoted to a replica",
-            String::from_utf8_lossy(message).into_owned(),
+            call_error_text(message),
         ))),
         _ => Ok(value),
     }
