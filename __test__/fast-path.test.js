@@ -60,6 +60,8 @@ describe('calls the fast path declines get the general path, with nothing charge
     ['a negative now', { now: -1 }, RangeError, 'ERR_INVALID_ARGUMENT'],
     ['an infinite now', { now: Infinity }, RangeError, 'ERR_INVALID_ARGUMENT'],
     ['an unknown option', { weigth: 2 }, TypeError, 'ERR_UNKNOWN_OPTION'],
+    // Found by a long fuzz run: the fast path skipped undefined values before it read their names.
+    ['an unknown option set to undefined', { now: T0, url: undefined }, TypeError, 'ERR_UNKNOWN_OPTION'],
     ['an array for options', [], TypeError, 'ERR_INVALID_ARGUMENT'],
     ['a function for options', () => {}, TypeError, 'ERR_INVALID_ARGUMENT'],
   ]

@@ -69,12 +69,13 @@ function fastOptions(options) {
     // (Inside the try: Array.isArray throws on a revoked Proxy.)
     if (Array.isArray(options)) return false
     for (const name in options) {
+      // Any other name, even with an undefined value, is the general path's to refuse.
+      if (name !== 'now' && name !== 'weight') return false
       const value = options[name]
       if (value === undefined) continue
       if (typeof value !== 'number' || value !== value) return false
       if (name === 'now') fastNow = value
-      else if (name === 'weight') fastWeight = value
-      else return false
+      else fastWeight = value
     }
   } catch {
     // A getter threw: the general path reads the options again and reports it.
