@@ -314,6 +314,20 @@ describe('regressions found by fuzzing', () => {
     },
   })
 
+  it('a value without a prototype in an option is described in the error, not converted (which throws)', async () => {
+    const bare = Object.create(null)
+    const store = new RedisStore({ port: 1, connectTimeoutMs: 50 })
+    try {
+      assert.throws(() => store.on(bare, () => {}), { name: 'RangeError', code: 'ERR_INVALID_ARGUMENT', message: /not an object/ })
+      assert.throws(
+        () => new FixedWindow({ client: store, limits: [{ duration: 1000, limit: 1 }], blockCache: { maxIds: bare } }),
+        { name: 'RangeError', code: 'ERR_INVALID_OPTION', message: /got an object/ },
+      )
+    } finally {
+      await store.close()
+    }
+  })
+
   it('a positive duration that rounds to 0 microseconds is a RangeError, not a division by zero', () => {
     assert.throws(() => new SlidingWindow({ limits: [{ duration: 1000, limit: 1, precision: 0.0004 }] }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })
     assert.throws(() => new FixedWindow({ limits: [{ duration: 0.0004, limit: 1 }] }), { name: 'RangeError', code: 'ERR_INVALID_OPTION' })

@@ -278,6 +278,12 @@ describe('rateLimit options', () => {
         { key: (req) => req.ip, ipv6Subnet: 48 },
         { weight: '2' },
         { weight: null },
+        // Values an error message cannot print as themselves (found by a long fuzz run: an
+        // object without a prototype threw a TypeError without a code).
+        { weight: Object.create(null) },
+        { weight: Symbol('w') },
+        { ipv6Subnet: Object.create(null) },
+        { statusCode: Object.create(null) },
         { headers: 'draft-9' },
         { headers: ['draft-7', 'legacy', 'ietf'] },
         { headers: ['draft-7', 'draft-8'] },

@@ -24,7 +24,7 @@
  * count alone are learned: one by `minDifference` ends while the count keeps changing.
  */
 
-const { rangeError, typeError } = require('./errors.js')
+const { rangeError, typeError, shown } = require('./errors.js')
 
 /** Ids remembered at most, by default (the oldest learned is forgotten first). */
 const DEFAULT_MAX_IDS = 10_000
@@ -46,7 +46,7 @@ function blockCacheOption(value, onRedis, name) {
     if (value.maxIds !== undefined) {
       maxIds = value.maxIds
       if (typeof maxIds !== 'number' || !Number.isInteger(maxIds) || maxIds < 1 || maxIds > 1e7) {
-        throw rangeError('ERR_INVALID_OPTION', `\`blockCache.maxIds\` must be a whole number from 1 to 1e7, got ${String(maxIds)}`)
+        throw rangeError('ERR_INVALID_OPTION', `\`blockCache.maxIds\` must be a whole number from 1 to 1e7, got ${shown(maxIds)}`)
       }
     }
   }

@@ -20,6 +20,18 @@ function rangeError(code, message) {
   return withCode(new RangeError(message), code)
 }
 
+/**
+ * A value as an error message shows it: a number, boolean, null or undefined as itself, a string
+ * quoted (at most 40 characters), anything else by its kind. Never the value's own conversion:
+ * an object without a prototype, or a symbol, throws when put in a template string.
+ */
+function shown(value) {
+  if (value === null || ['number', 'boolean', 'undefined', 'bigint'].includes(typeof value)) return String(value)
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value)
+  if (Array.isArray(value)) return 'an array'
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`
+}
+
 /** Throws unless `options` is a plain object (or, when `optional`, undefined). */
 function checkOptionsObject(options, context, optional = false) {
   if (options === undefined && optional) return
@@ -37,4 +49,4 @@ function checkKnownOptions(options, known, context) {
   }
 }
 
-module.exports = { typeError, rangeError, checkOptionsObject, checkKnownOptions }
+module.exports = { typeError, rangeError, shown, checkOptionsObject, checkKnownOptions }

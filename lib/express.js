@@ -8,7 +8,7 @@
  * misconfigurations and store failures through `log`. See `rateLimit` in index.d.ts.
  */
 
-const { typeError, rangeError, checkOptionsObject, checkKnownOptions } = require('./errors.js')
+const { typeError, rangeError, shown, checkOptionsObject, checkKnownOptions } = require('./errors.js')
 const { headerModes, policyWindow, policyName, writeHeaders } = require('./express-headers.js')
 const { ipKey } = require('./express-keys.js')
 
@@ -69,17 +69,17 @@ function readOptions(options) {
     throw typeError('ERR_INVALID_OPTION', '`ipv6Subnet` groups the default key (req.ip) only: with your own `key`, group IPv6 addresses in it')
   }
   if (ipv6Subnet !== false && (typeof ipv6Subnet !== 'number' || !Number.isInteger(ipv6Subnet) || ipv6Subnet < 32 || ipv6Subnet > 64)) {
-    throw invalid(typeof ipv6Subnet === 'number', `\`ipv6Subnet\` must be false or a whole number from 32 to 64 (usually 48 to 64), got ${ipv6Subnet}`)
+    throw invalid(typeof ipv6Subnet === 'number', `\`ipv6Subnet\` must be false or a whole number from 32 to 64 (usually 48 to 64), got ${shown(ipv6Subnet)}`)
   }
   if (typeof weight !== 'function' && !isWeight(weight)) {
-    throw invalid(typeof weight === 'number', `\`weight\` must be a whole number from 1 or a function (req) => weight, got ${weight}`)
+    throw invalid(typeof weight === 'number', `\`weight\` must be a whole number from 1 or a function (req) => weight, got ${shown(weight)}`)
   }
   if (identifier !== undefined && typeof identifier !== 'function' && (typeof identifier !== 'string' || identifier === '')) {
     throw typeError('ERR_INVALID_OPTION', '`identifier` must be a non-empty string or a function (req) => string')
   }
   if (typeof statusCode !== 'number') throw typeError('ERR_INVALID_OPTION', '`statusCode` must be a number, e.g. 429')
   if (!Number.isInteger(statusCode) || statusCode < 100 || statusCode > 999) {
-    throw rangeError('ERR_INVALID_OPTION', `\`statusCode\` must be an HTTP status code (a whole number from 100 to 999), got ${statusCode}`)
+    throw rangeError('ERR_INVALID_OPTION', `\`statusCode\` must be an HTTP status code (a whole number from 100 to 999), got ${shown(statusCode)}`)
   }
   checkFunction(handler, 'handler', '(req, res, next, answer) => void')
   if (handler !== undefined && message !== undefined) {
@@ -239,7 +239,7 @@ function rateLimit(options) {
       throw typeError('ERR_INVALID_ID', "`key(req)` gave no id (is `req.ip` set? behind a proxy, set Express's `trust proxy`)")
     }
     const weight = weightOf(req)
-    if (!isWeight(weight)) throw rangeError('ERR_INVALID_ARGUMENT', `\`weight(req)\` must give a whole number from 1, got ${weight}`)
+    if (!isWeight(weight)) throw rangeError('ERR_INVALID_ARGUMENT', `\`weight(req)\` must give a whole number from 1, got ${shown(weight)}`)
     return { id, weight }
   }
 

@@ -11,7 +11,7 @@
 
 const { RedisStore } = require('./native.js')
 const { detectClientType, connectionOptionsFromClient } = require('./redis-client.js')
-const { typeError, rangeError } = require('./errors.js')
+const { typeError, rangeError, shown } = require('./errors.js')
 
 const STORE_EVENTS = ['error', 'reconnect']
 /** store -> { error: Set, reconnect: Set } of the listeners added with `on`. */
@@ -25,7 +25,7 @@ const listenersByStore = new WeakMap()
  */
 RedisStore.prototype.on = function on(event, listener) {
   if (!STORE_EVENTS.includes(event)) {
-    throw rangeError('ERR_INVALID_ARGUMENT', `a RedisStore emits 'error' and 'reconnect', not ${String(event)}`)
+    throw rangeError('ERR_INVALID_ARGUMENT', `a RedisStore emits 'error' and 'reconnect', not ${shown(event)}`)
   }
   if (typeof listener !== 'function') throw typeError('ERR_INVALID_ARGUMENT', 'the listener must be a function')
   let listeners = listenersByStore.get(this)
