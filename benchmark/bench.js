@@ -23,6 +23,8 @@ const os = require('node:os')
 const path = require('node:path')
 const IORedis = require('ioredis')
 const upstream = require('rolling-rate-limiter')
+const redback = require('redback')
+const redis3 = require('redis3')
 const flexible = require('rate-limiter-flexible')
 const { TokenBucket: LimiterTokenBucket } = require('limiter')
 const redisGcra = require('redis-gcra')
@@ -57,6 +59,13 @@ const verdict = (limiter) => (id) => limiter.consume(id).then((answer) => !answe
 const verdictSync = (limiter) => (id) => !limiter.consumeSync(id).allowed
 const rateLimiterFlexible = (limiter) => (id) => limiter.consume(id).then(() => false, () => true)
 const gcraPeer = (limiter) => (id) => limiter.limit({ key: id }).then((answer) => answer.limited)
+// redback's RateLimit counts and leaves the limit to the app: a call adds one and is refused when
+// the count over the last REDBACK_INTERVAL seconds (with the one it adds) passes REDBACK_LIMIT.
+const REDBACK_INTERVAL = 60
+const REDBACK_LIMIT = 100
+const bucketCircle = (limit) => (id) => limit.addCount(id, REDBACK_INTERVAL).then((count) => count > REDBACK_LIMIT)
+const redbackPeer = (limit) => (id) =>
+  new Promise((resolve, reject) => limit.addCount(id, REDBACK_INTERVAL, (error, count) => (error ? reject(error) : resolve(count > REDBACK_LIMIT))))
 
 /**
  * `limiter`'s TokenBucket holds one bucket: kept per id in a Map, as an app would, and started
@@ -288,7 +297,7 @@ async function rollingMemory(server, ioredis, store) {
   }
 }
 
-function scenarios({ ioredis, ioredis4, store, flush }) {
+function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush }) {
   const onRedis = { redis: true, reset: flush }
   return [
     {
@@ -333,6 +342,13 @@ function scenarios({ ioredis, ioredis4, store, flush }) {
     },
     // No peer has a token bucket on Redis (rate-limiter-flexible has none, @upstash/ratelimit's
     // is Upstash-only): redis-gcra's GCRA answers the same as a continuous token bucket.
+    {
+      name: 'bucket circle (redback), Redis',
+      peer: 'redback (RateLimit, node-redis 3)',
+      ours: () => bucketCircle(ratekeeper.createRateLimit('bench', { client: store, namespace: 'bench-redback' })),
+      theirs: () => redbackPeer(redback.use(nodeRedis3, { namespace: 'bench-redback' }).createRateLimit('bench')),
+      ...onRedis,
+    },
     {
       name: 'token bucket, Redis',
       peer: 'redis-gcra (GCRA, ioredis 4, auto-pipelining)',
@@ -382,10 +398,13 @@ async function main() {
   // redis-gcra needs ioredis 4 (its own dependency).
   const IORedis4 = require(require.resolve('ioredis', { paths: [path.dirname(require.resolve('redis-gcra'))] }))
   const ioredis4 = new IORedis4(server.port, '127.0.0.1', { enableAutoPipelining: true })
+  // redback's own client: node-redis 3 (it sends each command at once, so calls in flight share
+  // the connection as a pipeline).
+  const nodeRedis3 = redis3.createClient(server.port, '127.0.0.1')
   const store = await ratekeeper.RedisStore.connect(server.url)
   const flush = () => server.cli('FLUSHALL')
   const redisVersion = (await server.cli('INFO', 'server')).match(/redis_version:(\S+)/)[1]
-  const chosen = scenarios({ ioredis, ioredis4, store, flush }).filter((s) => !args.only || s.name.includes(args.only))
+  const chosen = scenarios({ ioredis, ioredis4, nodeRedis3, store, flush }).filter((s) => !args.only || s.name.includes(args.only))
 
   console.log(`ratekeeper benchmark: ${ROUNDS} rounds, Node ${process.version}, redis-server ${redisVersion}\n`)
   const rows = []
@@ -428,6 +447,7 @@ async function main() {
 
   ioredis.disconnect()
   ioredis4.disconnect()
+  nodeRedis3.quit()
   await store.close()
   await server.stop()
   // rolling-rate-limiter's in-memory limiter keeps a timer per id.

@@ -1,5 +1,5 @@
 -- redback's RateLimit (src/bucket_circle.rs) on its own Redis layout, for one or many calls.
--- (After lua/prelude.lua, which gives it now_of(), answer_of() and each_call().)
+-- (After lua/prelude.lua, which gives it now_of(), answer_of(), each_call(), whole() and corrupt().)
 --
 -- One hash per subject at `[namespace:]action:subject`, as redback: field `<bucket>` the count of
 -- that bucket of the circle (bucket = floor((t % span) / interval)). One field more, `last`,
@@ -23,36 +23,32 @@ local buckets = tonumber(ARGV[2])
 local expiry = tonumber(ARGV[3])
 
 
--- redback's buckets (`0` .. buckets - 1) and our `last`.
-local function circle_field(name)
-  if name == 'last' then
-    return true
-  end
-  local bucket = string.match(name, '^%d+$') and tonumber(name)
-  return bucket and bucket < buckets
-end
-
--- Reads the whole circle and `last`, checked: { last or nil, count of bucket 0, 1, ... }.
+-- Reads the subject's hash in one call (HGETALL: a subject holds the buckets it was added to in
+-- the last span, often far fewer than the circle has): returns the counts by bucket of the
+-- circle (absent for none) and `last` (nil when absent). A field that is neither a bucket of
+-- this circle nor `last`, or a value that is not a whole number, is data this limiter did not
+-- write: the call fails before anything is written.
 local function read_circle(key)
-  local fields = { 'last' }
-  for b = 0, buckets - 1 do
-    fields[#fields + 1] = b
-  end
-  local stored = redis.call('HMGET', key, unpack(fields))
-  local found = 0
-  for i = 1, #fields do
-    if stored[i] then
-      found = found + 1
+  local flat = redis.call('HGETALL', key)
+  local counts, last = {}, nil
+  for f = 1, #flat, 2 do
+    local name = flat[f]
+    if name == 'last' then
+      last = whole(key, name, flat[f + 1])
+    else
+      local bucket = string.match(name, '^%d+$') and tonumber(name)
+      if not bucket or bucket >= buckets then
+        corrupt(key, 'holds a field ' .. name)
+      end
+      counts[bucket] = whole(key, name, flat[f + 1])
     end
-    stored[i] = whole(key, fields[i], stored[i])
   end
-  check_fields(key, found, circle_field)
-  return stored
+  return counts, last
 end
 
-local function add(key, current)
-  local stored = read_circle(key)
-  local last = stored[1]
+-- redback's add, on the circle `counts` read at `key` (updated to what is written); returns the
+-- new `last`.
+local function add(key, current, counts, last)
   local emptied, zero = {}, {}
   if last and last < current then
     for b = math.max(last + 1, current - buckets + 1), current do
@@ -64,44 +60,39 @@ local function add(key, current)
   local bucket = current % buckets
   local count = 1
   if not zero[bucket] then
-    count = (stored[bucket + 2] or 0) + 1
+    count = (counts[bucket] or 0) + 1
   end
   zero[bucket] = nil
+  -- Only the buckets that hold a count are deleted: usually none, and then no HDEL.
   for b in pairs(zero) do
-    emptied[#emptied + 1] = b
+    if counts[b] then
+      emptied[#emptied + 1] = b
+      counts[b] = nil
+    end
   end
+  counts[bucket] = count
+  last = math.max(current, last or current)
   -- Written first: at maxmemory, Redis refuses a script's writes only until its first one.
-  redis.call('HSET', key, bucket, count, 'last', math.max(current, last or current))
+  redis.call('HSET', key, bucket, count, 'last', last)
   if #emptied > 0 then
     redis.call('HDEL', key, unpack(emptied))
   end
   redis.call('EXPIRE', key, expiry)
+  return last
 end
 
 local function call(key, mode, now, lookback)
   local current = math.floor(now / interval)
+  local counts, last = read_circle(key)
   if mode ~= 'count' then
-    add(key, current)
+    last = add(key, current, counts, last)
   end
   if mode == 'add' then
     return { now }
   end
-  local fields = { 'last' }
+  local answer = { now, last or -1 }
   for b = current - lookback, current do
-    fields[#fields + 1] = b % buckets
-  end
-  local stored = redis.call('HMGET', key, unpack(fields))
-  local answer, found = { now, whole(key, 'last', stored[1]) or -1 }, 0
-  for i = 1, #stored do
-    if stored[i] then
-      found = found + 1
-    end
-    if i > 1 then
-      answer[i + 1] = whole(key, fields[i], stored[i]) or 0
-    end
-  end
-  if mode == 'count' then
-    check_fields(key, found, circle_field)
+    answer[#answer + 1] = counts[b % buckets] or 0
   end
   return answer
 end
