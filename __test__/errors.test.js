@@ -314,6 +314,16 @@ describe('regressions found by fuzzing', () => {
     },
   })
 
+  it("redback's add refuses an `interval` option (count's argument), even undefined, and counts nothing", async () => {
+    const limit = createRateLimit('requests')
+    const T = 1_700_000_000_000
+    for (const options of [{ interval: 60 }, { now: T, interval: undefined }]) {
+      await assert.rejects(limit.add('a', options), { name: 'TypeError', code: 'ERR_UNKNOWN_OPTION', message: /`interval`/ })
+      await assert.rejects(limit.add(['a', 'b'], options), { name: 'TypeError', code: 'ERR_UNKNOWN_OPTION' })
+    }
+    assert.equal(await limit.count('a', 60, { now: T }), 0)
+  })
+
   it('a value without a prototype in an option is described in the error, not converted (which throws)', async () => {
     const bare = Object.create(null)
     const store = new RedisStore({ port: 1, connectTimeoutMs: 50 })
