@@ -457,9 +457,7 @@ async fn watch(shared: Weak<Shared>) {
 /// A script's answer, or the `READONLY` error that one of its calls met: the scripts answer
 /// each call that fails alone with its error message, and on a replica every write fails so.
 fn refused_as_replica(value: Value) -> Result<Value, RedisError> {
-    let readonly = |answer: &Value| {
-        matches!(answer, Value::BulkString(message) if call_error_text(message).starts_with("READONLY "))
-    };
+    let readonly = |answer: &Value| matches!(answer, Value::BulkString(message) if call_error_text(message).starts_with("READONLY "));
     let demoted = match &value {
         Value::Array(answers) => answers.iter().find(|answer| readonly(answer)),
         _ => None,
