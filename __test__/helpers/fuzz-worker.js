@@ -1954,7 +1954,9 @@ PROPERTIES.redback = () =>
         if (call.style === 'await') {
           const outcome = await outcomeOf(() => rl[call.m](...args))
           await checkRedbackOutcome(outcome, label, call.m, callback, ctx, recordsBefore, redis)
-          const answered = outcome.resolved && (typeof callback !== 'function' || !callback.record || callback.record.calls[0]?.[0] === null)
+          // With a callback the error goes there: a call answered only when a recording callback
+          // saw none (a callback that records nothing hides whether the call failed).
+          const answered = outcome.resolved && (typeof callback !== 'function' || (callback.record !== undefined && callback.record.calls[0]?.[0] === null))
           // redback's trailing arguments: the last one that is neither a function nor undefined is the options.
           const optionsAt = args.findLastIndex((a, i) => i >= (call.m === 'add' ? 1 : 2) && typeof a !== 'function' && a !== undefined)
           if (answered && optionsAt >= 0) refuseUnknown(label, [redbackArgs(call)[optionsAt]])
