@@ -20,7 +20,7 @@
 --                     clock) and its weight
 -- KEYS                per call, the hashes of its N identifiers
 --
--- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { counts... } with the
+-- Reply: per call (see each_counting_call in lua/prelude.lua), { counts... } with the
 -- N * L counts before this call (after it for "reward"; identifier-major), or the error message (a
 -- string) of a call that failed alone. src/fixed_window.rs judges from the counts the same way this
 -- script decided.
@@ -135,9 +135,9 @@ local function judge(first_key, id_count, now, weight)
   if n == 1 then
     return counts[1]
   end
-  local answer = { now }
+  local answer = {}
   for k = 1, n do
-    answer[k + 1] = counts[k]
+    answer[k] = counts[k]
   end
   return answer
 end

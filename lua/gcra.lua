@@ -21,7 +21,7 @@
 -- and its weight
 -- KEYS      per call, the strings of its N identifiers
 --
--- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { tats... }: the N
+-- Reply: per call (see each_counting_call in lua/prelude.lua), { tats... }: the N
 -- stored TATs (0 for none) before this call (after it for "reward"), or the error message (a
 -- string) of a call that failed alone. src/gcra.rs judges from them as this script decided.
 --
@@ -76,7 +76,7 @@ local function judge(first_key, id_count, now, weight)
   if id_count == 1 then
     return answered[1]
   end
-  return { now, unpack(answered, 1, id_count) }
+  return { unpack(answered, 1, id_count) }
 end
 
 return each_counting_call(6, judge)

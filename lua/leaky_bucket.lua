@@ -26,7 +26,7 @@
 --              and its weight
 -- KEYS         per call, the hashes of its N identifiers
 --
--- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { level, ts, level,
+-- Reply: per call (see each_counting_call in lua/prelude.lua), { level, ts, level,
 -- ts, ... }: each identifier's bucket drained to now (before this call; after it for "reward"),
 -- level 0 and ts = now for an empty one; or the error message (a string) of a call that failed
 -- alone. src/leaky_bucket.rs judges from them as this script decided.
@@ -59,13 +59,13 @@ local function write(key, level, ts)
 end
 
 local function judge(first_key, id_count, now, weight)
-  local answer, allowed, found = { now }, weight <= capacity, {}
+  local answer, allowed, found = {}, weight <= capacity, {}
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
     local level, ts = whole_pair(key, 'level', 'ts')
     found[i] = level ~= nil
     level, ts = drained(level or 0, ts or now, now)
-    answer[2 * i + 2], answer[2 * i + 3] = level, ts
+    answer[2 * i + 1], answer[2 * i + 2] = level, ts
     if level + weight > capacity then
       allowed = false
     end
@@ -73,19 +73,19 @@ local function judge(first_key, id_count, now, weight)
   if mode == 'reward' then
     for i = 0, id_count - 1 do
       if found[i] then
-        local key, level = KEYS[first_key + i], math.max(0, answer[2 * i + 2] - weight)
-        answer[2 * i + 2] = level
+        local key, level = KEYS[first_key + i], math.max(0, answer[2 * i + 1] - weight)
+        answer[2 * i + 1] = level
         if level == 0 then
-          answer[2 * i + 3] = now
+          answer[2 * i + 2] = now
           redis.call('DEL', key)
         else
-          write(key, level, answer[2 * i + 3])
+          write(key, level, answer[2 * i + 2])
         end
       end
     end
   elseif mode == 'consume' and allowed then
     for i = 0, id_count - 1 do
-      local level, ts = answer[2 * i + 2], answer[2 * i + 3]
+      local level, ts = answer[2 * i + 1], answer[2 * i + 2]
       if level == 0 then
         ts = now
       end

@@ -48,9 +48,9 @@ end
 -- The batch loop of the counting scripts: each call's arguments (see each_call) are its number
 -- of identifiers N, its now and its weight (read once per run of calls that share them); its N
 -- keys follow the previous call's in KEYS. judge(first_key, N, now, weight) answers a call with
--- its values: one alone as a number (a table costs Redis more to build and send), or several
--- as { now, values... }, which is answered without its now. Then, when a call had no now of its
--- own, the server's now follows once for the batch (src/store/batch.rs).
+-- its values, a table, or a number when there is one (a table costs Redis more to build and
+-- send). Then, when a call had no now of its own, the server's now follows once for the batch
+-- (src/store/batch.rs).
 local function each_counting_call(first_arg, judge)
   local answers, next_key, read_arg, id_count, now, weight = {}, 1
   for call, arg in each_call(first_arg, 3) do
@@ -58,15 +58,7 @@ local function each_counting_call(first_arg, judge)
       id_count, now, weight = tonumber(ARGV[arg]), now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
       read_arg = arg
     end
-    local ok, answer = pcall(judge, next_key, id_count, now, weight)
-    if ok and type(answer) == 'table' then
-      if #answer == 2 then
-        answer = answer[2]
-      else
-        table.remove(answer, 1)
-      end
-    end
-    answers[call] = answer_of(ok, answer)
+    answers[call] = answer_of(pcall(judge, next_key, id_count, now, weight))
     next_key = next_key + id_count
   end
   if server_now then

@@ -24,7 +24,7 @@
 --                      clock) and its weight
 -- KEYS                 per call, the hashes of its N identifiers
 --
--- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { counts... } with,
+-- Reply: per call (see each_counting_call in lua/prelude.lua), { counts... } with,
 -- per identifier and limit (identifier-major), the window, current and previous counts as of now,
 -- before this call (after it for "reward"); or the error message (a string) of a call that failed
 -- alone. src/sliding_tail.rs judges from them as this script decided.
@@ -121,7 +121,7 @@ end
 local stored = {}
 
 local function judge(first_key, id_count, now, weight)
-  local answer, allowed, now_windows, found = { now }, true, {}, {}
+  local answer, allowed, now_windows, found = {}, true, {}, {}
   for j = 1, limit_count do
     now_windows[j] = math.floor(now / durations[j])
   end
@@ -155,7 +155,7 @@ local function judge(first_key, id_count, now, weight)
     if mode == 'consume' or found[i] > 0 then
       local values, windows = {}, {}
       for j = 1, limit_count do
-        local at = 2 + 3 * (i * limit_count + j - 1)
+        local at = 1 + 3 * (i * limit_count + j - 1)
         if mode == 'reward' then
           local from_current = math.min(weight, answer[at + 1])
           answer[at + 1] = answer[at + 1] - from_current

@@ -20,7 +20,7 @@
 --                          server's clock) and its weight
 -- KEYS                     per call, the hashes of its N identifiers
 --
--- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { counts... }: for
+-- Reply: per call (see each_counting_call in lua/prelude.lua), { counts... }: for
 -- each identifier and limit (identifier-major), the counts of the limit's live buckets, oldest
 -- first, before this call (after it for "reward"); or the error message (a string) of a call that
 -- failed alone. src/sliding_window.rs judges from them as this script decided.
@@ -45,7 +45,7 @@ local function bucket_field(name)
 end
 
 local function judge(first_key, id_count, now, weight)
-  local answer, allowed, writes, dead, refunds = { now }, true, {}, {}, {}
+  local answer, allowed, writes, dead, refunds = {}, true, {}, {}, {}
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
     local found = 0

@@ -31,7 +31,7 @@
 --           and its weight
 -- KEYS      per call, the hashes of its N identifiers
 --
--- Reply: per call (less its now: see each_counting_call in lua/prelude.lua), { level_1, ahead_1,
+-- Reply: per call (see each_counting_call in lua/prelude.lua), { level_1, ahead_1,
 -- ..., level_N, ahead_N }: each bucket at now (scaled units) before this call (after it for
 -- "reward"), a bucket without state holding `fresh` as of now, and how many microseconds the
 -- bucket's instant is ahead of now (a late call, from a host whose clock is behind, gets no refill:
@@ -166,7 +166,7 @@ local function judge(first_key, id_count, now, weight)
       end
     end
   end
-  local answer = { now }
+  local answer = {}
   for i = 0, id_count - 1 do
     answer[#answer + 1] = levels[i]
     answer[#answer + 1] = since[i] - now
