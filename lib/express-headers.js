@@ -6,7 +6,7 @@
  * `X-Rate-Limit-*`; and the policy's window, read from the limiter.
  */
 
-const { typeError } = require('./errors.js')
+const { typeError, shown } = require('./errors.js')
 
 const MODES = ['draft-6', 'draft-7', 'draft-8', 'legacy', 'x-rate-limit']
 
@@ -21,17 +21,13 @@ function headerModes(value) {
   const modes = Array.isArray(value) ? value : [value]
   for (const mode of modes) {
     if (!MODES.includes(mode)) {
-      throw typeError('ERR_INVALID_OPTION', `\`headers\` must be false or one of ${MODES.map((m) => `'${m}'`).join(', ')} (or an array of them), got ${describe(mode)}`)
+      throw typeError('ERR_INVALID_OPTION', `\`headers\` must be false or one of ${MODES.map((m) => `'${m}'`).join(', ')} (or an array of them), got ${shown(mode)}`)
     }
   }
   if (modes.includes('draft-8') && (modes.includes('draft-6') || modes.includes('draft-7'))) {
     throw typeError('ERR_INVALID_OPTION', "`headers`: 'draft-8' writes `RateLimit` and `RateLimit-Policy` in another format than 'draft-6' and 'draft-7': choose one")
   }
   return [...new Set(modes)]
-}
-
-function describe(value) {
-  return typeof value === 'string' ? JSON.stringify(value) : typeof value
 }
 
 const positive = (value) => typeof value === 'number' && value > 0 && Number.isFinite(value)
