@@ -53,16 +53,18 @@ local function tail_field(name)
   return string.match(name, '^%d+$') or string.match(name, '^%d+:p$') or string.match(name, '^%d+:w$')
 end
 
--- a * b for whole a, b below 2^53, exactly: five limbs of 24 bits, least significant first.
--- Every partial product is below 2^48 and every column sum below 2^51, so doubles hold them.
+-- a * b for whole a, b below 2^53, exactly, into `limbs`: five limbs of 24 bits, least
+-- significant first. Every partial product is below 2^48 and every column sum below 2^51, so
+-- doubles hold them. (x, y, p and q are scratch, reused by every product: each table a script
+-- builds costs Redis CPU.)
 local LIMB = 16777216
-local function product(a, b)
-  local x, y = {}, {}
+local x, y, p, q = {}, {}, {}, {}
+local function product(a, b, limbs)
   for i = 1, 3 do
     x[i], y[i] = a % LIMB, b % LIMB
     a, b = (a - x[i]) / LIMB, (b - y[i]) / LIMB
   end
-  local limbs, carry = {}, 0
+  local carry = 0
   for i = 1, 5 do
     local sum = carry
     for k = math.max(1, i - 2), math.min(i, 3) do
@@ -71,12 +73,12 @@ local function product(a, b)
     limbs[i] = sum % LIMB
     carry = (sum - limbs[i]) / LIMB
   end
-  return limbs
 end
 
 -- Whether a * b < c * d, exactly, for whole numbers below 2^53 (the products may not be).
 local function product_less(a, b, c, d)
-  local p, q = product(a, b), product(c, d)
+  product(a, b, p)
+  product(c, d, q)
   for i = 5, 1, -1 do
     if p[i] ~= q[i] then
       return p[i] < q[i]
@@ -117,8 +119,9 @@ local function ttl_of(now, windows, now_windows)
   return longest
 end
 
--- An identifier's stored fields as read_fields() reads them (reused by every identifier).
-local stored = {}
+-- Scratch, reused by every identifier of the batch: its stored fields as read_fields() reads
+-- them, and what is written for it: an HSET's arguments and each limit's window.
+local stored, values, windows = {}, {}, {}
 
 local function judge(first_key, id_count, now, weight)
   local answer, allowed, now_windows, found = {}, true, {}, {}
@@ -153,7 +156,7 @@ local function judge(first_key, id_count, now, weight)
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
     if mode == 'consume' or found[i] > 0 then
-      local values, windows = {}, {}
+      local n = 0
       for j = 1, limit_count do
         local at = 1 + 3 * (i * limit_count + j - 1)
         if mode == 'reward' then
@@ -169,14 +172,12 @@ local function judge(first_key, id_count, now, weight)
           current = current + weight
         end
         windows[j] = answer[at]
-        values[#values + 1] = fields[3 * j - 2]
-        values[#values + 1] = current
-        values[#values + 1] = fields[3 * j - 1]
-        values[#values + 1] = answer[at + 2]
-        values[#values + 1] = fields[3 * j]
-        values[#values + 1] = answer[at]
+        values[n + 1], values[n + 2] = fields[3 * j - 2], current
+        values[n + 3], values[n + 4] = fields[3 * j - 1], answer[at + 2]
+        values[n + 5], values[n + 6] = fields[3 * j], answer[at]
+        n = n + 6
       end
-      redis.call('HSET', key, unpack(values))
+      redis.call('HSET', key, unpack(values, 1, n))
       redis.call('PEXPIRE', key, ttl_of(now, windows, now_windows))
     end
   end
