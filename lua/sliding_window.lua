@@ -44,8 +44,29 @@ local function bucket_field(name)
   return string.match(name, '^%d+:%d+:%d+$') or string.match(name, '^%d+:%d+:o$')
 end
 
+-- Per limit, the fields an identifier's live buckets have at `fields_now`: its oldest bucket's
+-- field first, then its live buckets', oldest first. Built once per now: the calls of a batch
+-- mostly share theirs (each string and table a script builds costs Redis CPU).
+local live_fields, fields_now = {}, nil
+
+-- The writes of a call that is allowed, reused by every call: per limit counted, its identifier's
+-- key, the limit, and the current bucket's new count.
+local write_keys, write_limits, write_counts = {}, {}, {}
+
 local function judge(first_key, id_count, now, weight)
-  local answer, allowed, writes, dead, refunds = {}, true, {}, {}, {}
+  if now ~= fields_now then
+    for j = 1, limit_count do
+      local bucket = math.floor(now / precisions[j])
+      local fields = { prefixes[j] .. 'o' }
+      for b = bucket - buckets[j] + 1, bucket do
+        fields[#fields + 1] = prefixes[j] .. b
+      end
+      live_fields[j] = fields
+    end
+    fields_now = now
+  end
+  -- (dead, the buckets to delete per identifier, is built only when some left the window.)
+  local answer, allowed, writes, dead, refunds = {}, true, 0, nil, {}
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
     local found = 0
@@ -53,10 +74,7 @@ local function judge(first_key, id_count, now, weight)
       local prefix = prefixes[j]
       local bucket = math.floor(now / precisions[j])
       local first_live = bucket - buckets[j] + 1
-      local fields = { prefix .. 'o' }
-      for b = first_live, bucket do
-        fields[#fields + 1] = prefix .. b
-      end
+      local fields = live_fields[j]
       local stored = redis.call('HMGET', key, unpack(fields))
       local oldest = whole(key, fields[1], stored[1])
       local total = 0
@@ -71,11 +89,13 @@ local function judge(first_key, id_count, now, weight)
       if oldest then
         found = found + 1
         -- Buckets that left the window since the oldest one written (at most a window's).
-        local gone = {}
-        for b = oldest, math.min(first_live, oldest + buckets[j]) - 1 do
-          gone[#gone + 1] = prefix .. b
-        end
-        if #gone > 0 then
+        local last_gone = math.min(first_live, oldest + buckets[j]) - 1
+        if last_gone >= oldest then
+          local gone = {}
+          for b = oldest, last_gone do
+            gone[#gone + 1] = prefix .. b
+          end
+          dead = dead or {}
           dead[#dead + 1] = { key, gone }
         end
       end
@@ -95,7 +115,8 @@ local function judge(first_key, id_count, now, weight)
           at = at - 1
         end
       end
-      writes[#writes + 1] = { key, prefix .. 'o', first_live, prefix .. bucket, answer[#answer] + weight }
+      writes = writes + 1
+      write_keys[writes], write_limits[writes], write_counts[writes] = key, j, answer[#answer] + weight
     end
     check_fields(key, found, bucket_field)
   end
@@ -104,10 +125,13 @@ local function judge(first_key, id_count, now, weight)
   end
   if consume and allowed then
     -- Written first: at maxmemory, Redis refuses a script's writes only until its first one.
-    for _, w in ipairs(writes) do
-      redis.call('HSET', w[1], w[2], w[3], w[4], w[5])
+    for w = 1, writes do
+      local j = write_limits[w]
+      local fields = live_fields[j]
+      local first_live = math.floor(now / precisions[j]) - buckets[j] + 1
+      redis.call('HSET', write_keys[w], fields[1], first_live, fields[#fields], write_counts[w])
     end
-    for _, d in ipairs(dead) do
+    for _, d in ipairs(dead or {}) do
       redis.call('HDEL', d[1], unpack(d[2]))
     end
     for i = 0, id_count - 1 do
