@@ -42,6 +42,9 @@ local max_in_interval = tonumber(ARGV[2])
 local min_difference = tonumber(ARGV[3])
 local mode = ARGV[4]
 local record_blocked = ARGV[5] == '1'
+-- A log's TTL in seconds: rolling-rate-limiter's (the interval in whole seconds, rounded up) plus
+-- one second (see limit_at).
+local ttl_seconds = math.ceil(interval / 1000000) + 1
 
 
 local function score_at(key, rank)
@@ -51,17 +54,18 @@ end
 -- The oldest score of the log (nil when empty), once every score is known to be a time: from 0
 -- to 2^53 microseconds. A set holding -inf, +inf or a negative score was not written by a
 -- limiter (nor by rolling-rate-limiter): the call fails before anything is written.
+local function check_score(key, score)
+  if score ~= score or score < 0 or score >= 9007199254740992 then
+    corrupt(key, 'holds a score of ' .. tostring(score) .. ', not a time in microseconds')
+  end
+end
 local function checked_oldest(key)
   local oldest = score_at(key, 0)
   if not oldest then
     return nil
   end
-  local newest = score_at(key, -1)
-  for _, score in ipairs({ oldest, newest }) do
-    if score ~= score or score < 0 or score >= 9007199254740992 then
-      corrupt(key, 'holds a score of ' .. tostring(score) .. ', not a time in microseconds')
-    end
-  end
+  check_score(key, oldest)
+  check_score(key, score_at(key, -1))
   return oldest
 end
 
@@ -142,7 +146,7 @@ local function limit_at(key, now, member)
   -- The log matters for `interval` after its newest entry. The TTL is rolling-rate-limiter's
   -- (interval in whole seconds, rounded up) plus one second, so that a key outlives clock skew
   -- and calls whose `now` runs ahead of the server's clock (as in tests) by up to a second.
-  redis.call('EXPIRE', key, math.ceil(interval / 1000000) + 1)
+  redis.call('EXPIRE', key, ttl_seconds)
   return answer
 end
 
@@ -175,7 +179,7 @@ local function log_at(key, now, member, weight, meta, write)
       end
       redis.call('ZADD', key, unpack(members))
     end
-    redis.call('EXPIRE', key, math.ceil(interval / 1000000) + 1)
+    redis.call('EXPIRE', key, ttl_seconds)
   end
   -- After the additions (see limit_at); a refused call forgets what left the window too, but
   -- only a second past it (LATE_CALL_MARGIN in src/rolling_window.rs): a call from a host whose
