@@ -51,22 +51,24 @@ local function score_at(key, rank)
   return tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
 end
 
--- The oldest score of the log (nil when empty), once every score is known to be a time: from 0
--- to 2^53 microseconds. A set holding -inf, +inf or a negative score was not written by a
--- limiter (nor by rolling-rate-limiter): the call fails before anything is written.
 local function check_score(key, score)
   if score ~= score or score < 0 or score >= 9007199254740992 then
     corrupt(key, 'holds a score of ' .. tostring(score) .. ', not a time in microseconds')
   end
 end
-local function checked_oldest(key)
+
+-- The oldest and newest scores of the log (nil when empty), once every score is known to be a
+-- time: from 0 to 2^53 microseconds. A set holding -inf, +inf or a negative score was not written
+-- by a limiter (nor by rolling-rate-limiter): the call fails before anything is written.
+local function checked_ends(key)
   local oldest = score_at(key, 0)
   if not oldest then
-    return nil
+    return nil, nil
   end
+  local newest = score_at(key, -1)
   check_score(key, oldest)
-  check_score(key, score_at(key, -1))
-  return oldest
+  check_score(key, newest)
+  return oldest, newest
 end
 
 -- Drops the entries that left the window (at or before `window_start`), if any.
@@ -97,13 +99,13 @@ end
 
 -- As rolling-rate-limiter's wouldLimit: the attempt is appended after the stored log.
 local function peek_at(key, now)
-  checked_oldest(key)
+  local _, newest = checked_ends(key)
   local window_start = now - interval
   local in_window = redis.call('ZCOUNT', key, string.format('(%.17g', window_start), '+inf')
   local count = in_window + 1
   local previous, anchor = 0, now
   if in_window > 0 and (min_difference > 0 or not record_blocked) then
-    previous = score_at(key, -1)
+    previous = newest
   end
   if count >= max_in_interval then
     local anchor_index = count - max_in_interval
@@ -115,7 +117,7 @@ local function peek_at(key, now)
 end
 
 local function limit_at(key, now, member)
-  local oldest = checked_oldest(key)
+  local oldest = checked_ends(key)
   -- Added first: at maxmemory, Redis refuses a script's writes only until its first one. (The
   -- attempt, at `now`, is inside the window: pruning after it does not remove it.)
   redis.call('ZADD', key, now, member)
@@ -152,12 +154,13 @@ end
 
 -- The sliding log: only allowed actions are logged, `weight` of them, with `meta`.
 local function log_at(key, now, member, weight, meta, write)
-  local oldest = checked_oldest(key)
+  local oldest, stored_newest = checked_ends(key)
   local window_start = now - interval
   local in_window = redis.call('ZCOUNT', key, string.format('(%.17g', window_start), '+inf')
+  -- (When the window holds an action, the log's newest is in it.)
   local newest, anchor = 0, 0
   if in_window > 0 then
-    newest = score_at(key, -1)
+    newest = stored_newest
   end
   local k = in_window + weight - max_in_interval
   if k >= 1 and k <= in_window then
@@ -193,7 +196,7 @@ end
 -- The newest maxInInterval actions in the window (a set written with a larger limit, or by
 -- rolling-rate-limiter, may hold more), oldest first.
 local function entries_at(key, now)
-  checked_oldest(key)
+  checked_ends(key)
   local start = string.format('(%.17g', now - interval)
   local in_window = redis.call('ZCOUNT', key, start, '+inf')
   return redis.call('ZRANGEBYSCORE', key, start, '+inf', 'WITHSCORES', 'LIMIT',
@@ -202,7 +205,7 @@ end
 
 -- Forgets the newest `weight` actions (a key that does not exist stays so), then looks.
 local function reward_at(key, now, weight)
-  checked_oldest(key)
+  checked_ends(key)
   redis.call('ZREMRANGEBYRANK', key, -weight, -1)
   return log_at(key, now, '', 1, '', false)
 end
