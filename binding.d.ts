@@ -15,6 +15,12 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
  */
 export declare class BucketCircleEngine {
   /**
+   * The in-memory fast path: a function `(mode, id, weight, now) => boolean` that
+   * answers a call with one string id into `out` (see `src/binding/fast.rs`), or `null`
+   * on Redis. Use the JavaScript class rather than this.
+   */
+  fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+  /**
    * Builds redback's rate limit in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
    */

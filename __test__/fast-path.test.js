@@ -10,7 +10,7 @@ const assert = require('node:assert/strict')
 const fc = require('fast-check')
 
 const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
-const { FixedWindow, InMemoryRateLimiter, RateLimiter } = require('..')
+const { FixedWindow, InMemoryRateLimiter, RateLimiter, createRateLimit } = require('..')
 const { useRedisServer } = require('./helpers/redis-server.js')
 
 const T0 = 1_700_000_000_000
@@ -46,6 +46,33 @@ for (const [name, create] of Object.entries(LIMITERS)) {
     )
   })
 }
+
+// redback's RateLimit: its fast path takes the count's interval where the others take a weight.
+it("redback's RateLimit: a string subject answers as the same subject given as a number, call after call", async () => {
+  const redbackCalls = fc.array(
+    fc.record({
+      mode: fc.constantFrom('add', 'count', 'addCount'),
+      // Seconds to count back; beyond the span (600 s) both refuse.
+      interval: fc.integer({ min: 0, max: 700 }),
+      gap: fc.integer({ min: 0, max: 90_000 }),
+    }),
+    { minLength: 1, maxLength: 40 },
+  )
+  const settle = (promise) => promise.then((value) => ({ value }), (error) => ({ code: error.code, name: error.name }))
+  await fc.assert(
+    fc.asyncProperty(redbackCalls, async (calls) => {
+      const fast = createRateLimit('requests')
+      const general = createRateLimit('requests')
+      let now = T0
+      for (const { mode, interval, gap } of calls) {
+        now += gap
+        const args = mode === 'add' ? [{ now }] : [interval, { now }]
+        assert.deepEqual(await settle(fast[mode]('7', ...args)), await settle(general[mode](7, ...args)))
+      }
+    }),
+    { numRuns: 100 },
+  )
+})
 
 describe('calls the fast path declines get the general path, with nothing charged', () => {
   const limiter = () => new FixedWindow({ limits: [{ duration: 1000, limit: 3 }] })

@@ -52,16 +52,17 @@ function run(engine, mode, id, options, decode) {
 }
 
 // The fast path's options (see `fastOptions`): NaN when not given.
-let fastWeight = NaN
+let fastNumber = NaN
 let fastNow = NaN
 
 /**
- * Reads a call's options for the in-memory fast path (src/binding/fast.rs) into `fastWeight` and
- * `fastNow`: true when they are absent or hold only `now` and `weight` as numbers (the native
- * side checks their ranges), false when the general path must read (and check) them.
+ * Reads a call's options for the in-memory fast path (src/binding/fast.rs) into `fastNow` and
+ * `fastNumber` (the option named `numberName`: `weight`, or redback's `interval`): true when
+ * they are absent or hold only these two as numbers (the native side checks their ranges), false
+ * when the general path must read (and check) them.
  */
-function fastOptions(options) {
-  fastWeight = NaN
+function fastOptions(options, numberName) {
+  fastNumber = NaN
   fastNow = NaN
   if (options === undefined) return true
   if (typeof options !== 'object' || options === null) return false
@@ -70,12 +71,12 @@ function fastOptions(options) {
     if (Array.isArray(options)) return false
     for (const name in options) {
       // Any other name, even with an undefined value, is the general path's to refuse.
-      if (name !== 'now' && name !== 'weight') return false
+      if (name !== 'now' && name !== numberName) return false
       const value = options[name]
       if (value === undefined) continue
       if (typeof value !== 'number' || value !== value) return false
       if (name === 'now') fastNow = value
-      else fastWeight = value
+      else fastNumber = value
     }
   } catch {
     // A getter threw: the general path reads the options again and reports it.
@@ -87,15 +88,16 @@ function fastOptions(options) {
 /**
  * The function a limiter calls `engine` through: `(mode, id, options, decode) => Promise`, as
  * `run`. An in-memory engine answers a call with one string id on its fast path (one bare native
- * call, no object crossing), and any other call as `run` does.
+ * call, no object crossing), and any other call as `run` does. `numberName` is the call option
+ * the fast path takes besides `now` (see `fastOptions`).
  */
-function caller(engine) {
+function caller(engine, numberName = 'weight') {
   const fast = typeof engine.fastPath === 'function' ? engine.fastPath(out) : null
   if (fast === null) return (mode, id, options, decode) => run(engine, mode, id, options, decode)
   return (mode, id, options, decode) => {
-    if (typeof id === 'string' && fastOptions(options)) {
+    if (typeof id === 'string' && fastOptions(options, numberName)) {
       try {
-        if (fast(mode, id, fastWeight, fastNow)) return Promise.resolve(decode(out, 0))
+        if (fast(mode, id, fastNumber, fastNow)) return Promise.resolve(decode(out, 0))
       } catch (error) {
         return Promise.reject(error)
       }
@@ -116,7 +118,7 @@ function syncCaller(engine, onRedis, limiterName) {
   }
   const fast = typeof engine.fastPath === 'function' ? engine.fastPath(out) : null
   return (mode, id, options, decode) => {
-    if (fast !== null && typeof id === 'string' && fastOptions(options) && fast(mode, id, fastWeight, fastNow)) {
+    if (fast !== null && typeof id === 'string' && fastOptions(options, 'weight') && fast(mode, id, fastNumber, fastNow)) {
       return decode(out, 0)
     }
     engine.run(mode, id, options, 0, out)
@@ -195,13 +197,14 @@ function sweepWhenQuiet(engine) {
  * RETRY_REDIS_AFTER_MS, calls go straight to the fallback; the next call after that tries Redis
  * again, and so on until Redis answers. Answer objects from the fallback carry
  * `reason: 'store-unavailable'` and `store: 'memory'` or `'none'`. `wrap(call)` wraps the calls
- * that go to `engine` (the block cache: it learns from the store's answers only).
+ * that go to `engine` (the block cache: it learns from the store's answers only). `numberName`:
+ * see `caller`.
  */
-function runner(engine, policy, memory, quietModes, wrap = (call) => call) {
+function runner(engine, policy, memory, quietModes, wrap = (call) => call, numberName = 'weight') {
   sweepWhenQuiet(engine)
   if (memory !== null) sweepWhenQuiet(memory)
   // `wrap` (the block cache) sees the store's answers only, never the fallback's.
-  const primary = wrap(caller(engine))
+  const primary = wrap(caller(engine, numberName))
   if (policy === 'reject') return primary
   const store = policy === 'memory' ? 'memory' : 'none'
   const fallback = (mode, id, options, decode) => {

@@ -111,7 +111,8 @@ class RateLimit {
     const policy = storeErrorPolicy(options ?? {}, store !== null)
     this.engine = new BucketCircleEngine({ ...rest, namespace: `${this.key}:` }, store)
     const memory = policy === 'reject' ? null : new BucketCircleEngine(inMemory(rest), null)
-    this.run = runner(this.engine, policy, memory, QUIET_MODES)
+    // The fast path's number is the count's interval (src/binding/bucket_circle.rs).
+    this.run = runner(this.engine, policy, memory, QUIET_MODES, undefined, 'interval')
   }
 
   /** Counts one action of `subject` (or of each subject of an array). */

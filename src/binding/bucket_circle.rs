@@ -12,6 +12,7 @@ use redis::{FromRedisValue, Script};
 
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values};
+use super::fast::FastRun;
 use super::input::id;
 use super::js_error;
 use super::options::OptionsReader;
@@ -84,6 +85,48 @@ pub struct JsBucketCircle {
     circle: BucketCircle,
     backend: Backend<Circle>,
     batcher: Option<ScriptBatcher>,
+}
+
+crate::fast_path_method!(JsBucketCircle);
+
+/// The fast path's number is redback's `interval` (seconds) of a count, `NaN` for an add.
+impl FastRun for JsBucketCircle {
+    fn in_memory(&self) -> bool {
+        matches!(self.backend, Backend::Memory(_))
+    }
+
+    fn run_fast(&self, mode: u32, id: &str, interval: f64, now: f64) -> Outcome<Option<Values>> {
+        let Backend::Memory(store) = &self.backend else {
+            return Ok(None);
+        };
+        let Ok(mode) = Mode::from_code(mode) else {
+            return Ok(None);
+        };
+        let now = if now.is_nan() {
+            None
+        } else {
+            match now_argument(now) {
+                Ok(now) => Some(now),
+                Err(_) => return Ok(None),
+            }
+        };
+        let lookback = match (mode, interval.is_nan()) {
+            (Mode::Add, true) => 0,
+            (Mode::Count | Mode::AddCount, false) => match self.circle.lookback(interval) {
+                Ok(lookback) => lookback,
+                Err(_) => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        let count = self.answer_in_memory(
+            &mut store.borrow_mut(),
+            Some(id),
+            local_now(now),
+            mode,
+            lookback,
+        );
+        Ok(Some(values(count)))
+    }
 }
 
 #[napi]
