@@ -1,5 +1,6 @@
 //! The in-memory fast path: one plain JavaScript function per engine for the common call, one
-//! string id with `{ now, weight }` at most.
+//! string id with `{ now, weight }` at most (redback's engine takes its count's `interval` where
+//! the others take `weight`).
 //!
 //! A napi-rs class method pays for finding its Rust object (`napi_unwrap` and a type-tag check)
 //! and for converting each argument: about 300 ns per call on a 2-core VM, more than the whole
@@ -58,7 +59,8 @@ pub trait FastRun: 'static {
     fn in_memory(&self) -> bool;
 
     /// Answers `mode` for `id` (a non-empty, well-formed string of at most [`MAX_ID_BYTES`]
-    /// bytes) with `weight` and `now` (`NaN`: not given). `Ok(None)`: not answerable here, with
+    /// bytes) with `weight` (the engine's number: redback's takes its interval) and `now`
+    /// (`NaN`: not given). `Ok(None)`: not answerable here, with
     /// nothing changed (the engine is on Redis, or an argument needs the general path's checks).
     /// `Err`: the call failed after its arguments were accepted, as `run` would fail.
     fn run_fast(&self, mode: u32, id: &str, weight: f64, now: f64) -> Outcome<Option<Values>>;
