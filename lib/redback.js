@@ -81,11 +81,10 @@ function withInterval(options, interval) {
 }
 
 /** Refuses an `interval` key in `add`'s call options: only counts take an interval. */
-function withoutInterval(options) {
+function refuseInterval(options) {
   if (options !== null && typeof options === 'object' && Object.hasOwn(options, 'interval')) {
     throw typeError('ERR_UNKNOWN_OPTION', 'unknown option `interval` in call options: add takes no interval (count and addCount take it as their second argument)')
   }
-  return options
 }
 
 /** `call()`'s promise, or a rejected one when it throws (a caller's getter, a bad argument). */
@@ -119,7 +118,7 @@ class RateLimit {
   add(subject, ...rest) {
     const { callback, options } = trailing(rest)
     const added = attempt(() => {
-      withoutInterval(options)
+      refuseInterval(options)
       if (!Array.isArray(subject)) return this.run(ADD, subject, options, decodeNothing)
       // Every subject is checked before any is counted; the options even when there is none.
       for (const one of subject.length > 0 ? subject : [ANY_SUBJECT]) check(this.engine, CHECK, one, options)
