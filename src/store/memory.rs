@@ -166,7 +166,13 @@ impl<S: Default> MemoryStore<S> {
         {
             self.sweep(&is_idle);
         }
-        if !self.entries.contains_key(&key) {
+        // A new id may first need room (a sweep, an eviction): looked up twice only then, once
+        // on the common path.
+        let full = self.entries.len() >= self.sweep_at
+            || self
+                .max_keys
+                .is_some_and(|max_keys| self.entries.len() >= max_keys);
+        if full && !self.entries.contains_key(&key) {
             if self.entries.len() >= self.sweep_at {
                 self.sweep(&is_idle);
             }
@@ -176,14 +182,13 @@ impl<S: Default> MemoryStore<S> {
                     self.evict_down_to(max_keys - max_keys.div_ceil(8));
                 }
             }
-            let slot = Slot {
-                state: S::default(),
-                used: self.uses,
-            };
-            self.entries.insert(key, slot);
         }
-        let slot = self.entries.get_mut(&key).expect("inserted above");
-        slot.used = self.uses;
+        let used = self.uses;
+        let slot = self.entries.entry(key).or_insert_with(|| Slot {
+            state: S::default(),
+            used,
+        });
+        slot.used = used;
         &mut slot.state
     }
 }
