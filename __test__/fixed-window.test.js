@@ -178,6 +178,35 @@ describe('FixedWindow on Redis', () => {
     assert.equal(await redis.server.cli('EXISTS', 'layout:other'), '0')
   })
 
+  it('writes the same hash and TTL for a call alone under one limit (the short path of the script)', async () => {
+    const limiter = new FixedWindow({ client: redis.server.url, namespace: 'alone:', limits: [{ duration: MINUTE, limit: 3 }] })
+    const fieldsOf = async () => {
+      const fields = (await redis.server.cli('HGETALL', 'alone:u')).split('\n')
+      return Object.fromEntries(fields.flatMap((v, i) => (i % 2 ? [] : [[v, fields[i + 1]]])))
+    }
+    const pttl = async () => Number(await redis.server.cli('PTTL', 'alone:u'))
+    const window = Math.floor(T0 / MINUTE)
+    assert.deepEqual(await limiter.consume('u', { now: T0, weight: 2 }), verdict(true, 0, 1, 3, MINUTE))
+    assert.deepEqual(await fieldsOf(), { 60000000: '2', '60000000:w': String(window) })
+    assert.ok((await pttl()) > 60_000 && (await pttl()) <= 61_000, `PTTL ${await pttl()}`)
+    // In the same window the TTL is left alone (shortened here to see it), and a refusal writes nothing.
+    await redis.server.cli('PEXPIRE', 'alone:u', '5000')
+    assert.deepEqual(await limiter.consume('u', { now: T0 + SECOND }), verdict(true, 0, 0, 3, MINUTE - SECOND))
+    assert.deepEqual(await limiter.consume('u', { now: T0 + SECOND }), verdict(false, MINUTE - SECOND, 0, 3, MINUTE - SECOND))
+    assert.deepEqual(await fieldsOf(), { 60000000: '3', '60000000:w': String(window) })
+    assert.ok((await pttl()) <= 5000, `PTTL ${await pttl()}`)
+    // The next window: counted from 0 there, and the TTL renewed.
+    assert.deepEqual(await limiter.consume('u', { now: T0 + MINUTE }), verdict(true, 0, 2, 3, MINUTE))
+    assert.deepEqual(await fieldsOf(), { 60000000: '1', '60000000:w': String(window + 1) })
+    assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
+    // A late call (a host with a slow clock) counts in the newer window the counter is in.
+    assert.deepEqual(await limiter.consume('u', { now: T0 + 2 * SECOND }), verdict(true, 0, 1, 3, MINUTE - 2 * SECOND))
+    assert.deepEqual(await fieldsOf(), { 60000000: '2', '60000000:w': String(window + 1) })
+    // A peek writes nothing, not even for an id without a hash.
+    await limiter.peek('v', { now: T0 })
+    assert.equal(await redis.server.cli('EXISTS', 'alone:v'), '0')
+  })
+
   it('admits exactly the limit to concurrent callers', async () => {
     const limiter = new FixedWindow({ client: redis.server.url, namespace: 'race:', limits: [{ duration: MINUTE, limit: 100 }] })
     // One instant for all: the window is aligned to the clock and could end among the calls.

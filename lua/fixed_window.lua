@@ -25,6 +25,58 @@
 -- string) of a call that failed alone. src/fixed_window.rs judges from the counts the same way this
 -- script decided.
 
+-- The hash's fields are limits' counters and windows (also of other limiters that share the
+-- namespace, with other durations).
+local function counter_field(name)
+  return string.match(name, '^%d+$') or string.match(name, '^%d+:w$')
+end
+
+-- One call alone, of one identifier under one limit, to consume or peek: what an app sends
+-- under light load, a call per request. It decides as judge() below does, without the set-up a
+-- batch needs (building its tables costs Redis more than the call's own work).
+if ARGV[1] == '1' and ARGV[6] == '+' and ARGV[7] == '1' and ARGV[4] ~= 'reward' then
+  local key, count_field, duration, limit = KEYS[1], ARGV[2], tonumber(ARGV[2]), tonumber(ARGV[3])
+  local now, weight = now_of(ARGV[8]), tonumber(ARGV[9])
+  local function alone()
+    local window_field = count_field .. ':w'
+    local flat, stored_count, stored_window = redis.call('HGETALL', key)
+    for f = 1, #flat, 2 do
+      local name = flat[f]
+      if name == count_field then
+        stored_count = whole(key, name, flat[f + 1])
+      elseif name == window_field then
+        stored_window = whole(key, name, flat[f + 1])
+      elseif not counter_field(name) then
+        corrupt(key, 'holds a field ' .. name)
+      end
+    end
+    -- As judge(): a counter never moves back to an older window, and the TTL is renewed when
+    -- the window changes.
+    local window, count = math.floor(now / duration), 0
+    local renew = stored_window ~= window
+    local moved = not (stored_window and stored_window >= window)
+    if not moved then
+      count, window = stored_count or 0, stored_window
+    end
+    if ARGV[4] == 'consume' and count + weight <= limit then
+      if moved then
+        redis.call('HSET', key, count_field, count + weight, window_field, window)
+      else
+        redis.call('HSET', key, count_field, count + weight)
+      end
+      if renew then
+        redis.call('PEXPIRE', key, ARGV[5])
+      end
+    end
+    return count
+  end
+  local answers = { answer_of(pcall(alone)) }
+  if server_now then
+    answers[2] = server_now
+  end
+  return answers
+end
+
 local limit_count = tonumber(ARGV[1])
 -- Limit j's fields: its count at slot 2j - 1 of a hash's fields as read_fields() reads them, its
 -- window at slot 2j.
@@ -44,12 +96,6 @@ for j = 2, limit_count do
   if durations[j] > durations[longest] then
     longest = j
   end
-end
-
--- The hash's fields are limits' counters and windows (also of other limiters that share the
--- namespace, with other durations).
-local function counter_field(name)
-  return string.match(name, '^%d+$') or string.match(name, '^%d+:w$')
 end
 
 -- Scratch tables, reused by every call of the batch (Redis CPU is per table built, so a call
