@@ -1,12 +1,14 @@
 -- Fixed window counters (src/fixed_window.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it each_counting_call() and read_fields().)
+-- (After lua/prelude.lua, which gives it now_of(), answer_of(), whole(), corrupt(),
+-- each_counting_call() and read_fields().)
 --
 -- One hash per identifier, at namespace + id, holds every limit's counter: field `<duration>`
 -- the count, field `<duration>:w` the index of the window it counts in (floor(now / duration),
 -- aligned to the clock). A counter whose window has ended counts 0. Reading all the limits of an
 -- identifier is one HGETALL (which also shows foreign fields), counting them one HSET: the cost
--- does not grow with the number of limits. A call judges every limit of every identifier first and counts only when all admit
--- it: only allowed actions are counted.
+-- does not grow with the number of limits. A call judges every limit of every identifier first
+-- and counts only when all admit it: only allowed actions are counted. A call alone of one
+-- identifier under one limit takes a short path (below) to the same answer and writes.
 --
 -- ARGV[1]             L, the number of limits
 -- ARGV[2j], ARGV[2j+1] limit j's duration (microseconds) and limit (j = 1..L)
