@@ -1,6 +1,6 @@
 -- Fixed window counters (src/fixed_window.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), answer_of(), whole(), corrupt(),
--- each_counting_call() and read_fields().)
+-- (After lua/prelude.lua, which gives it now_of(), answer_of(), each_counting_call(),
+-- read_fields() and the scratch table `pair`.)
 --
 -- One hash per identifier, at namespace + id, holds every limit's counter: field `<duration>`
 -- the count, field `<duration>:w` the index of the window it counts in (floor(now / duration),
@@ -41,17 +41,9 @@ if ARGV[1] == '1' and ARGV[6] == '+' and ARGV[7] == '1' and ARGV[4] ~= 'reward' 
   local now, weight = now_of(ARGV[8]), tonumber(ARGV[9])
   local function alone()
     local window_field = count_field .. ':w'
-    local flat, stored_count, stored_window = redis.call('HGETALL', key)
-    for f = 1, #flat, 2 do
-      local name = flat[f]
-      if name == count_field then
-        stored_count = whole(key, name, flat[f + 1])
-      elseif name == window_field then
-        stored_window = whole(key, name, flat[f + 1])
-      elseif not counter_field(name) then
-        corrupt(key, 'holds a field ' .. name)
-      end
-    end
+    -- (Into the prelude's scratch `pair`: a table fewer to build.)
+    read_fields(key, { [count_field] = 1, [window_field] = 2 }, 2, pair, counter_field)
+    local stored_count, stored_window = pair[1], pair[2]
     -- As judge(): a counter never moves back to an older window, and the TTL is renewed when
     -- the window changes.
     local window, count = math.floor(now / duration), 0
