@@ -11,44 +11,93 @@
 
 const binding = require('./native.js')
 const timers = require('node:timers')
-const { rangeError, typeError } = require('./errors.js')
+const { plainError, rangeError, typeError } = require('./errors.js')
 
 const VALUES = 5
 const RECORD = VALUES + 1
 
-/** ticket -> { resolve, reject, decode } of the calls waiting for Redis. */
-const pending = new Map()
-let lastToken = 0
+/**
+ * The calls waiting for Redis, by slot: `{ ticket, resolve, reject, decode }`, or undefined when
+ * the slot is free. A call's token (the low 32 bits of its ticket) is its slot (low 24 bits) and
+ * the slot's generation (high 8 bits), which changes each time the slot is taken: an answer for
+ * a call that is no longer waiting finds another ticket in the slot and is dropped.
+ *
+ * Slots in an array rather than a Map keyed by ticket: under load, a Map through which every call
+ * passes keeps young objects alive through V8's scavenges, which then take several milliseconds
+ * and set the tail latency (benchmark/RESULTS.md, item 16).
+ */
+const waiting = []
+const generations = []
+const freeSlots = []
+const SLOT_BITS = 24
+const MAX_SLOTS = 2 ** SLOT_BITS
 const out = new Float64Array(VALUES)
 
-const channel = binding.setAnswerHandler((answers, failures) => {
+/** Takes the call waiting under `ticket` out of its slot; undefined when none waits under it. */
+function takeWaiting(ticket) {
+  const slot = ticket % MAX_SLOTS
+  const call = waiting[slot]
+  if (call === undefined || call.ticket !== ticket) return undefined
+  waiting[slot] = undefined
+  freeSlots.push(slot)
+  return call
+}
+
+/**
+ * This module's answer channel: receives batches of answers from Redis, `answers` holding
+ * `ticket, values...` per answer and `failures` `[ticket, error]` pairs.
+ */
+function settleAnswers(answers, failures) {
   for (let i = 0; i < answers.length; i += RECORD) {
-    const call = pending.get(answers[i])
-    pending.delete(answers[i])
-    if (call) call.resolve(call.decode(answers, i + 1))
+    const call = takeWaiting(answers[i])
+    if (call !== undefined) call.resolve(call.decode(answers, i + 1))
   }
-  for (const [ticket, error] of failures) {
-    const call = pending.get(ticket)
-    pending.delete(ticket)
-    if (call) call.reject(error)
-  }
-})
+  for (const [ticket, error] of failures) takeWaiting(ticket)?.reject(error)
+}
+
+const channel = binding.setAnswerHandler(settleAnswers)
+
+/**
+ * Takes a free slot for a call and returns its ticket, or -1 when MAX_SLOTS calls already wait
+ * (a Node heap holding that many would be over 4 GiB: Redis is not keeping up).
+ */
+function takeSlot() {
+  let slot
+  if (freeSlots.length > 0) slot = freeSlots.pop()
+  else if (waiting.length < MAX_SLOTS) {
+    slot = waiting.length
+    waiting.push(undefined)
+    generations.push(0)
+  } else return -1
+  const generation = (generations[slot] + 1) & 0xff
+  generations[slot] = generation
+  return channel * 0x100000000 + generation * MAX_SLOTS + slot
+}
 
 /**
  * Runs `mode` of the native limiter `engine` for `id`; resolves `decode(values, offset)`.
  * Bad arguments reject (the native side throws a TypeError or RangeError with a code).
  */
 function run(engine, mode, id, options, decode) {
-  lastToken = lastToken >= 0xffffffff ? 1 : lastToken + 1
-  const ticket = channel * 0x100000000 + lastToken
+  const ticket = takeSlot()
+  if (ticket === -1) {
+    return Promise.reject(plainError('ERR_STORE_UNAVAILABLE', `${MAX_SLOTS} calls are already waiting for Redis`))
+  }
+  const slot = ticket % MAX_SLOTS
   let answered
   try {
     answered = engine.run(mode, id, options, ticket, out)
   } catch (error) {
+    freeSlots.push(slot)
     return Promise.reject(error)
   }
-  if (answered) return Promise.resolve(decode(out, 0))
-  return new Promise((resolve, reject) => pending.set(ticket, { resolve, reject, decode }))
+  if (answered) {
+    freeSlots.push(slot)
+    return Promise.resolve(decode(out, 0))
+  }
+  return new Promise((resolve, reject) => {
+    waiting[slot] = { ticket, resolve, reject, decode }
+  })
 }
 
 // The fast path's options (see `fastOptions`): NaN when not given.
@@ -237,4 +286,4 @@ function inMemory(options) {
   return rest
 }
 
-module.exports = { run, check, runner, syncCaller, storeErrorPolicy, inMemory, sweepQuietStores }
+module.exports = { run, settleAnswers, check, runner, syncCaller, storeErrorPolicy, inMemory, sweepQuietStores }

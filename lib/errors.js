@@ -10,6 +10,11 @@ function withCode(error, code) {
   return error
 }
 
+/** An `Error` with `code` (a failure that is not the caller's argument). */
+function plainError(code, message) {
+  return withCode(new Error(message), code)
+}
+
 /** A `TypeError` with `code`. */
 function typeError(code, message) {
   return withCode(new TypeError(message), code)
@@ -49,4 +54,4 @@ function checkKnownOptions(options, known, context) {
   }
 }
 
-module.exports = { typeError, rangeError, shown, checkOptionsObject, checkKnownOptions }
+module.exports = { plainError, typeError, rangeError, shown, checkOptionsObject, checkKnownOptions }
