@@ -133,7 +133,7 @@ describe('calls the fast path declines get the general path, with nothing charge
       assert.equal((await subject.consume(id, options)).remaining, 2, `${id.length} characters`)
       assert.equal(subject.consumeSync(id, options).remaining, 1)
     }
-    for (const id of ['x'.repeat(1025), 'é'.repeat(513), '', '\uD800']) {
+    for (const id of ['x'.repeat(1025), 'é'.repeat(513), '😀'.repeat(257), '', '\uD800', 'a\uDC00b', '😀\uD83D']) {
       await assert.rejects(subject.consume(id, options), { code: 'ERR_INVALID_ID' })
       assert.throws(() => subject.consumeSync(id, options), { code: 'ERR_INVALID_ID' })
     }
@@ -141,6 +141,11 @@ describe('calls the fast path declines get the general path, with nothing charge
     assert.equal(subject.consumeSync('\uFFFD', options).remaining, 2)
     assert.equal(subject.consumeSync('\uFFFD', options).remaining, 1)
     assert.equal(subject.trackedIds, 6)
+    // An id the fast path reads (a string) and one the general path reads (in an array) are one.
+    for (const id of ['é', '😀'.repeat(256), 'a😀\uFFFDé', 'y'.repeat(1024)]) {
+      assert.equal(subject.consumeSync(id, { now: T0 + 1 }).remaining, 2, `${id.length} code units`)
+      assert.equal(subject.consumeSync([id], { now: T0 + 1 }).remaining, 1)
+    }
   })
 
   it('options read as the general path reads them: undefined values and null are absent, inherited ones count', () => {
