@@ -28,6 +28,7 @@ const redis3 = require('redis3')
 const flexible = require('rate-limiter-flexible')
 const { TokenBucket: LimiterTokenBucket } = require('limiter')
 const redisGcra = require('redis-gcra')
+const { Ratelimit: UpstashRatelimit } = require('@upstash/ratelimit')
 
 const ratekeeper = require('..')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
@@ -48,6 +49,9 @@ const BUCKET = { capacity: 100, refillAmount: 100, refillInterval: 60_000 }
 const GCRA = { limit: 100, period: 60_000, burst: 100 }
 const PEER_GCRA = { burst: 100, rate: 100, period: 60_000 }
 const PEER_BUCKET = { bucketSize: 100, tokensPerInterval: 100, interval: 60_000 }
+const SLIDING_LOG = { interval: 60_000, maxInInterval: 100 }
+// Leaks one every 600 ms: 100 per minute in steps, nearest to GCRA's and `limiter`'s continuous rate.
+const LEAKY = { capacity: 100, leakAmount: 1, leakInterval: 600 }
 /** One call in this many has its latency taken (timing every call would cost as much as an in-memory decision). */
 const LATENCY_SAMPLE = 8
 const MEMORY_IDS = 1_000_000
@@ -79,6 +83,21 @@ const redbackPeer = (limit) =>
     (id) => new Promise((resolve, reject) => limit.addCount(id, REDBACK_INTERVAL, (error, count) => (error ? reject(error) : resolve(count)))),
     overRedbackLimit,
   )
+
+// sliding-window-rate-limiter's `reserve` answers a token when it logs the action, none when
+// it refuses.
+const slidingLogPeer = (limiter) => decided((id) => limiter.reserve(id, SLIDING_LOG.maxInInterval), (answer) => answer.then((a) => a.token === undefined))
+const upstashPeer = (limiter) => decided((id) => limiter.limit(id), (answer) => answer.then((a) => !a.success))
+
+/**
+ * @upstash/ratelimit talks to Redis through @upstash/redis's REST client; on a Redis server, it
+ * takes this object over ioredis instead: the two calls it makes (EVALSHA, and EVAL when the
+ * script is not loaded yet), with @upstash/redis's arguments.
+ */
+const upstashRedis = (client) => ({
+  evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
+  eval: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
+})
 
 /**
  * `limiter`'s TokenBucket holds one bucket: kept per id in a Map, as an app would, and started
@@ -320,7 +339,7 @@ async function rollingMemory(server, ioredis, store) {
   }
 }
 
-function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush }) {
+function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowRateLimiter }) {
   const onRedis = { redis: true, reset: flush }
   return [
     {
@@ -363,8 +382,6 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush }) {
       theirs: () => rateLimiterFlexible(new flexible.RateLimiterMemory(FLEXIBLE)),
       sync: ['ours'],
     },
-    // No peer has a token bucket on Redis (rate-limiter-flexible has none, @upstash/ratelimit's
-    // is Upstash-only): redis-gcra's GCRA answers the same as a continuous token bucket.
     {
       name: 'bucket circle (redback), Redis',
       peer: 'redback (RateLimit, node-redis 3)',
@@ -372,6 +389,9 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush }) {
       theirs: () => redbackPeer(redback.use(nodeRedis3, { namespace: 'bench-redback' }).createRateLimit('bench')),
       ...onRedis,
     },
+    // For the token bucket on Redis, redis-gcra: its GCRA answers as a continuous token bucket
+    // does, on a Redis client (rate-limiter-flexible has no token bucket; @upstash/ratelimit's is
+    // written for Upstash's REST client).
     {
       name: 'token bucket, Redis',
       peer: 'redis-gcra (GCRA, ioredis 4, auto-pipelining)',
@@ -412,6 +432,68 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush }) {
       theirs: () => tokenBucketPeer({ sync: true }),
       sync: ['ours', 'theirs'],
     },
+    // sliding-window-rate-limiter logs allowed actions only, as the sliding log does; it is also
+    // the exact log that the precision sliding window approximates (no npm package that runs
+    // here keeps a sliding window in buckets and decides in one step).
+    {
+      name: 'sliding log, Redis',
+      peer: 'sliding-window-rate-limiter (ioredis, auto-pipelining)',
+      ours: () => verdict(new ratekeeper.SlidingLog({ client: store, namespace: 'bench-log:', ...SLIDING_LOG })),
+      theirs: () => slidingLogPeer(SlidingWindowRateLimiter.createLimiter({ redis: ioredis, interval: SLIDING_LOG.interval })),
+      ...onRedis,
+    },
+    {
+      name: 'sliding log, in memory',
+      peer: 'sliding-window-rate-limiter (in memory)',
+      ours: () => verdict(new ratekeeper.SlidingLog(SLIDING_LOG)),
+      theirs: () => slidingLogPeer(SlidingWindowRateLimiter.createLimiter({ interval: SLIDING_LOG.interval })),
+    },
+    {
+      name: 'sliding window, Redis',
+      peer: 'sliding-window-rate-limiter (a sliding log; ioredis, auto-pipelining)',
+      ours: () => verdict(new ratekeeper.SlidingWindow({ client: store, namespace: 'bench-sliding:', ...FIXED })),
+      theirs: () => slidingLogPeer(SlidingWindowRateLimiter.createLimiter({ redis: ioredis, interval: SLIDING_LOG.interval })),
+      ...onRedis,
+    },
+    {
+      name: 'sliding window, in memory',
+      peer: 'sliding-window-rate-limiter (a sliding log, in memory)',
+      ours: () => verdict(new ratekeeper.SlidingWindow(FIXED)),
+      theirs: () => slidingLogPeer(SlidingWindowRateLimiter.createLimiter({ interval: SLIDING_LOG.interval })),
+    },
+    // @upstash/ratelimit's slidingWindow is the sliding tail: the current window plus the
+    // previous one weighted by how much of it the sliding window still covers. (It has no
+    // in-memory store.)
+    {
+      name: 'sliding tail, Redis',
+      peer: '@upstash/ratelimit (slidingWindow, over ioredis with auto-pipelining)',
+      ours: () => verdict(new ratekeeper.SlidingTail({ client: store, namespace: 'bench-tail:', ...FIXED })),
+      theirs: () =>
+        upstashPeer(
+          new UpstashRatelimit({
+            redis: upstashRedis(ioredis),
+            limiter: UpstashRatelimit.slidingWindow(100, '60 s'),
+            prefix: 'bench-upstash',
+            // As ratekeeper's blockCache, off: every call asks Redis.
+            ephemeralCache: false,
+          }),
+        ),
+      ...onRedis,
+    },
+    // A leaky bucket as a meter is GCRA, and a token bucket upside down.
+    {
+      name: 'leaky bucket, Redis',
+      peer: 'redis-gcra (GCRA, ioredis 4, auto-pipelining)',
+      ours: () => verdict(new ratekeeper.LeakyBucket({ client: store, namespace: 'bench-leaky:', ...LEAKY })),
+      theirs: () => gcraPeer(redisGcra({ redis: ioredis4, keyPrefix: 'bench-gcra-peer', ...PEER_GCRA })),
+      ...onRedis,
+    },
+    {
+      name: 'leaky bucket, in memory',
+      peer: 'limiter (TokenBucket, one per id in a Map)',
+      ours: () => verdict(new ratekeeper.LeakyBucket(LEAKY)),
+      theirs: () => tokenBucketPeer({ sync: false }),
+    },
   ]
 }
 
@@ -441,7 +523,9 @@ async function main() {
   const store = await ratekeeper.RedisStore.connect(server.url)
   const flush = () => server.cli('FLUSHALL')
   const redisVersion = (await server.cli('INFO', 'server')).match(/redis_version:(\S+)/)[1]
-  const chosen = scenarios({ ioredis, ioredis4, nodeRedis3, store, flush }).filter((s) => !args.only || s.name.includes(args.only))
+  // (An ES module: imported, not required.)
+  const { SlidingWindowRateLimiter } = await import('sliding-window-rate-limiter')
+  const chosen = scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowRateLimiter }).filter((s) => !args.only || s.name.includes(args.only))
 
   console.log(`ratekeeper benchmark: ${ROUNDS} rounds, Node ${process.version}, redis-server ${redisVersion}\n`)
   const rows = []
