@@ -9,6 +9,8 @@
 
 const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
+const v8 = require('node:v8')
+const vm = require('node:vm')
 
 const { run, settleAnswers } = require('../lib/engine.js')
 const { decodeVerdict } = require('../lib/verdict.js')
@@ -96,6 +98,22 @@ describe('the calls waiting for Redis', () => {
     assert.equal(await settled(waiting), false)
     settleAnswers(answersFor([[current, 2]]), NO_FAILURES)
     assert.equal((await waiting).remaining, 2)
+  })
+
+  it('lets go of what a call held once it is settled', async () => {
+    v8.setFlagsFromString('--expose-gc')
+    const gc = vm.runInNewContext('gc')
+    const engine = fakeEngine()
+    let decode = (values, i) => values[i + 2]
+    const held = new WeakRef(decode)
+    const call = run(engine, CONSUME, 'a', undefined, decode)
+    decode = undefined
+    settleAnswers(answersFor([[engine.tickets[0], 3]]), NO_FAILURES)
+    assert.equal(await call, 3)
+    // (A WeakRef keeps its target until the job that made it ends.)
+    await new Promise((resolve) => setImmediate(resolve))
+    gc()
+    assert.equal(held.deref(), undefined, 'the free slot still holds the call')
   })
 
   it('keeps 10,000 calls waiting at once apart, and reuses their slots once they are answered', async () => {

@@ -17,30 +17,39 @@ const VALUES = 5
 const RECORD = VALUES + 1
 
 /**
- * The calls waiting for Redis, by slot: `{ ticket, resolve, reject, decode }`, or undefined when
- * the slot is free. A call's token (the low 32 bits of its ticket) is its slot (low 24 bits) and
- * the slot's generation (high 8 bits), which changes each time the slot is taken: an answer for
- * a call that is no longer waiting finds another ticket in the slot and is dropped.
+ * The calls waiting for Redis, by slot: each slot's ticket, and the call's resolve, reject and
+ * decode, or undefined when the slot is free. A call's token (the low 32 bits of its ticket) is
+ * its slot (low 24 bits) and the slot's generation (high 8 bits), which changes each time the
+ * slot is taken: an answer for a call that is no longer waiting finds another ticket in the
+ * slot and is dropped.
  *
- * Slots in an array rather than a Map keyed by ticket: under load, a Map through which every call
- * passes keeps young objects alive through V8's scavenges, which then take several milliseconds
+ * Slots in long-lived arrays, cleared once answered, and no object per call: under load, V8
+ * keeps alive through its scavenges every young object that an old one points to, dead or not
+ * (a Map through which every call passes, or a per-call record that V8 chose to allocate in the
+ * old generation, held the calls' Promises and functions so), and the scavenges then took 6-10 ms
  * and set the tail latency (benchmark/RESULTS.md, item 16).
  */
-const waiting = []
+const slotTickets = []
+const resolvers = []
+const rejecters = []
+const decoders = []
 const generations = []
 const freeSlots = []
 const SLOT_BITS = 24
 const MAX_SLOTS = 2 ** SLOT_BITS
 const out = new Float64Array(VALUES)
 
-/** Takes the call waiting under `ticket` out of its slot; undefined when none waits under it. */
-function takeWaiting(ticket) {
+/** The slot of the call waiting under `ticket`; -1 when none waits under it. */
+function slotOf(ticket) {
   const slot = ticket % MAX_SLOTS
-  const call = waiting[slot]
-  if (call === undefined || call.ticket !== ticket) return undefined
-  waiting[slot] = undefined
+  return slotTickets[slot] === ticket ? slot : -1
+}
+
+/** Frees `slot`, whose call is being settled, and lets go of what it held. */
+function freeSlot(slot) {
+  slotTickets[slot] = 0
+  resolvers[slot] = rejecters[slot] = decoders[slot] = undefined
   freeSlots.push(slot)
-  return call
 }
 
 /**
@@ -49,10 +58,20 @@ function takeWaiting(ticket) {
  */
 function settleAnswers(answers, failures) {
   for (let i = 0; i < answers.length; i += RECORD) {
-    const call = takeWaiting(answers[i])
-    if (call !== undefined) call.resolve(call.decode(answers, i + 1))
+    const slot = slotOf(answers[i])
+    if (slot === -1) continue
+    const resolve = resolvers[slot]
+    const decode = decoders[slot]
+    freeSlot(slot)
+    resolve(decode(answers, i + 1))
   }
-  for (const [ticket, error] of failures) takeWaiting(ticket)?.reject(error)
+  for (const [ticket, error] of failures) {
+    const slot = slotOf(ticket)
+    if (slot === -1) continue
+    const reject = rejecters[slot]
+    freeSlot(slot)
+    reject(error)
+  }
 }
 
 const channel = binding.setAnswerHandler(settleAnswers)
@@ -64,9 +83,12 @@ const channel = binding.setAnswerHandler(settleAnswers)
 function takeSlot() {
   let slot
   if (freeSlots.length > 0) slot = freeSlots.pop()
-  else if (waiting.length < MAX_SLOTS) {
-    slot = waiting.length
-    waiting.push(undefined)
+  else if (slotTickets.length < MAX_SLOTS) {
+    slot = slotTickets.length
+    slotTickets.push(0)
+    resolvers.push(undefined)
+    rejecters.push(undefined)
+    decoders.push(undefined)
     generations.push(0)
   } else return -1
   const generation = (generations[slot] + 1) & 0xff
@@ -96,7 +118,10 @@ function run(engine, mode, id, options, decode) {
     return Promise.resolve(decode(out, 0))
   }
   return new Promise((resolve, reject) => {
-    waiting[slot] = { ticket, resolve, reject, decode }
+    slotTickets[slot] = ticket
+    resolvers[slot] = resolve
+    rejecters[slot] = reject
+    decoders[slot] = decode
   })
 }
 

@@ -268,7 +268,8 @@ unsafe fn answer<T: FastRun>(
     let units = std::slice::from_raw_parts(units.as_ptr().cast::<u16>(), length);
     let mut bytes = MaybeUninit::<[u8; MAX_ID_BYTES]>::uninit();
     let bytes = bytes.as_mut_ptr().cast::<u8>();
-    // Two plain loops, which the compiler vectorizes (one loop doing both did not).
+    // Two plain loops, simple enough for the compiler to vectorize: whether the id is ASCII, and
+    // its units narrowed to bytes.
     let ascii = units.iter().fold(0, |seen, &unit| seen | unit) < 0x80;
     for (i, &unit) in units.iter().enumerate() {
         *bytes.add(i) = unit as u8;
