@@ -7,8 +7,8 @@
 //   npm run bench -- --only http        # the HTTP scenario alone (benchmark/http.js)
 //
 // Each scenario runs both libraries on the same workload (CONCURRENCY callers in flight, ids
-// drawn from IDS), alternating which goes first from round to round, on fresh limiters (and an
-// emptied Redis) each time. Before it is timed, each pair must give the same decisions on the
+// drawn from IDS), alternating which goes first from round to round, each run in a process of
+// its own (after an untimed warm-up run there), on fresh limiters and an emptied Redis. Before it is timed, each pair must give the same decisions on the
 // same sequence of calls. The table reports medians over the rounds and, as the headline, the
 // median of the per-round throughput ratios: the machines are shared and noisy, so a ratio
 // measured within one round is what compares. On Redis the benchmark also reads redis-server's
@@ -52,6 +52,9 @@ const PEER_BUCKET = { bucketSize: 100, tokensPerInterval: 100, interval: 60_000 
 const SLIDING_LOG = { interval: 60_000, maxInInterval: 100 }
 // Leaks one every 600 ms: 100 per minute in steps, nearest to GCRA's and `limiter`'s continuous rate.
 const LEAKY = { capacity: 100, leakAmount: 1, leakInterval: 600 }
+/** How long a timed run lasts at least, and its process's untimed warm-up run before it. */
+const MIN_RUN_MS = 250
+const WARM_UP_MS = 250
 /** One call in this many has its latency taken (timing every call would cost as much as an in-memory decision). */
 const LATENCY_SAMPLE = 8
 const MEMORY_IDS = 1_000_000
@@ -124,7 +127,7 @@ function parseArgs(argv) {
   const out = {}
   for (let i = 0; i < argv.length; i += 2) {
     const name = argv[i].replace(/^--/, '')
-    out[name] = name === 'only' || name === 'memory-child' ? argv[i + 1] : Number(argv[i + 1])
+    out[name] = ['only', 'memory-child', 'run-child'].includes(name) ? argv[i + 1] : Number(argv[i + 1])
   }
   return out
 }
@@ -137,15 +140,17 @@ const median = (values) => {
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]
 
 /**
- * Runs `ops` calls of `attempt(id)` with `concurrency` in flight over `ids` ids; returns ops/s
- * and latency percentiles (µs) of a sample of the calls. A synchronous `attempt` runs in a loop.
+ * Runs `ops` calls of `attempt(id)` with `concurrency` in flight over `ids` ids; returns how long
+ * that took and the latencies (µs) of a sample of the calls. A synchronous `attempt` runs in a
+ * loop.
  */
-async function measure(attempt, { ops, concurrency, ids, sync }) {
+async function run(attempt, { ops, concurrency, ids, sync }) {
   const names = Array.from({ length: ids }, (_, i) => `user-${i}`)
   const started = process.hrtime.bigint()
+  const seconds = () => Number(process.hrtime.bigint() - started) / 1e9
   if (sync) {
     for (let index = 0; index < ops; index++) attempt(names[(index * 7919) % ids])
-    return { opsPerSecond: ops / (Number(process.hrtime.bigint() - started) / 1e9), p50: NaN, p99: NaN }
+    return { seconds: seconds(), latencies: [] }
   }
   const latencies = []
   let issued = 0
@@ -163,9 +168,39 @@ async function measure(attempt, { ops, concurrency, ids, sync }) {
     }
   }
   await Promise.all(Array.from({ length: concurrency }, caller))
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9
+  return { seconds: seconds(), latencies }
+}
+
+/**
+ * Runs the same workload (see `run`) on a fresh limiter from `make()`, after `reset()`, again
+ * and again until the runs add up to `minMs` (a run of a few milliseconds would time the JIT and
+ * the first garbage collections rather than the library); returns ops/s over them all, the
+ * latency percentiles (µs) of their samples (NaN for a synchronous call) and, given
+ * `redisCpuSeconds` (a function reading redis-server's CPU time), the Redis CPU per call of the
+ * runs (not of the resets).
+ */
+async function measure(make, reset, { ops, concurrency, ids, sync, minMs = 0, redisCpuSeconds }) {
+  let seconds = 0
+  let calls = 0
+  let redisSeconds = 0
+  const latencies = []
+  do {
+    await reset()
+    const attempt = make()
+    const cpuBefore = redisCpuSeconds ? await redisCpuSeconds() : 0
+    const result = await run(attempt, { ops, concurrency, ids, sync })
+    if (redisCpuSeconds) redisSeconds += (await redisCpuSeconds()) - cpuBefore
+    seconds += result.seconds
+    calls += ops
+    for (const latency of result.latencies) latencies.push(latency)
+  } while (seconds * 1e3 < minMs)
   latencies.sort((a, b) => a - b)
-  return { opsPerSecond: ops / seconds, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) }
+  return {
+    opsPerSecond: calls / seconds,
+    p50: sync ? NaN : percentile(latencies, 0.5),
+    p99: sync ? NaN : percentile(latencies, 0.99),
+    redisCpuMicros: redisCpuSeconds ? (redisSeconds * 1e6) / calls : undefined,
+  }
 }
 
 /**
@@ -186,24 +221,74 @@ async function checkSameDecisions(scenario) {
   if (ours !== theirs) throw new Error(`${scenario.name}: the libraries decide differently:\n${ours}\n${theirs}`)
 }
 
-async function runScenario(scenario, server, config) {
+/**
+ * Times one library on one scenario in a process of its own (`--run-child`), so that neither
+ * library's garbage, heap or JIT state weighs on the other's numbers (its latencies above all:
+ * a scavenge of one shared heap pauses whichever library runs). The child connects its own
+ * clients, warms up with untimed runs (the first would otherwise time the JIT), then times runs
+ * of the workload (see `measure`), reading redis-server's CPU time around each.
+ */
+function measureInChild(job) {
+  const child = spawnSync(process.execPath, [__filename, '--run-child', JSON.stringify(job)], { encoding: 'utf8', maxBuffer: 1 << 20 })
+  if (child.status !== 0) throw new Error(`${job.name} (${job.who}) failed in its child process: ${child.stderr}`)
+  // (JSON writes NaN, the latencies of a synchronous run, as null.)
+  return JSON.parse(child.stdout, (key, value) => (value === null ? NaN : value))
+}
+
+async function runChild({ name, who, ops, concurrency, ids, port }) {
+  const clients = await connectClients(port)
+  const scenario = scenarios(clients).find((s) => s.name === name)
+  const sync = (scenario.sync ?? []).includes(who)
+  const reset = scenario.reset ?? (() => {})
+  const make = () => scenario[who]()
+  await measure(make, reset, { ops: Math.ceil(ops / 5), concurrency, ids, sync, minMs: WARM_UP_MS })
+  // redis-server's CPU time, through this process's connection.
+  const server = { cli: (...command) => clients.ioredis.call(...command) }
+  const cpu = scenario.redis ? () => redisCpuSeconds(server) : undefined
+  const result = await measure(make, reset, { ops, concurrency, ids, sync, minMs: MIN_RUN_MS, redisCpuSeconds: cpu })
+  process.stdout.write(JSON.stringify(result))
+  process.exit(0)
+}
+
+/** The clients the scenarios use, on the redis-server at `port`. */
+async function connectClients(port) {
+  const ioredis = new IORedis(port, '127.0.0.1', { enableAutoPipelining: true })
+  // redis-gcra needs ioredis 4 (its own dependency).
+  const IORedis4 = require(require.resolve('ioredis', { paths: [path.dirname(require.resolve('redis-gcra'))] }))
+  const ioredis4 = new IORedis4(port, '127.0.0.1', { enableAutoPipelining: true })
+  // redback's own client: node-redis 3 (it sends each command at once, so calls in flight share
+  // the connection as a pipeline).
+  const nodeRedis3 = redis3.createClient(port, '127.0.0.1')
+  const store = await ratekeeper.RedisStore.connect(`redis://127.0.0.1:${port}`)
+  // (An ES module: imported, not required.)
+  const { SlidingWindowRateLimiter } = await import('sliding-window-rate-limiter')
+  const flush = () => ioredis.flushall()
+  return { ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowRateLimiter }
+}
+
+/**
+ * Runs `scenario` at one load for ROUNDS rounds, alternating which library goes first: each run
+ * in a child process of its own (`measureInChild`), or with `inProcess` (the hot keys, whose two
+ * sides are both ratekeeper and whose answers are checked afterwards) in this one.
+ */
+async function runScenario(scenario, server, config, { inProcess = false } = {}) {
   const ops = scenario.ops ?? (scenario.redis ? (config.concurrency === 1 ? REDIS_OPS / 10 : REDIS_OPS) : MEMORY_OPS)
   const isSync = (who) => (scenario.sync ?? []).includes(who)
-  // An untimed run of each first: the first round would otherwise time the JIT's warm-up.
-  for (const who of ['ours', 'theirs']) {
-    if (scenario.reset) await scenario.reset()
-    await measure(scenario[who](), { ops: Math.ceil(ops / 5), ...config, sync: isSync(who) })
-  }
+  const here = (who, runOps) =>
+    measure(() => scenario[who](), scenario.reset ?? (() => {}), {
+      ops: runOps,
+      ...config,
+      sync: isSync(who),
+      redisCpuSeconds: scenario.redis ? () => redisCpuSeconds(server) : undefined,
+    })
+  // In this process, an untimed run of each first: the first round would otherwise time the JIT's warm-up.
+  if (inProcess) for (const who of ['ours', 'theirs']) await here(who, Math.ceil(ops / 5))
   const rounds = []
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? ['theirs', 'ours'] : ['ours', 'theirs']
     const result = {}
     for (const who of order) {
-      if (scenario.reset) await scenario.reset()
-      const attempt = scenario[who]()
-      const cpuBefore = scenario.redis ? await redisCpuSeconds(server) : 0
-      result[who] = await measure(attempt, { ops, ...config, sync: isSync(who) })
-      if (scenario.redis) result[who].redisCpuMicros = ((await redisCpuSeconds(server)) - cpuBefore) * 1e6 / ops
+      result[who] = inProcess ? await here(who, ops) : measureInChild({ name: scenario.name, who, ops, ...config, port: server.port })
     }
     result.ratio = result.ours.opsPerSecond / result.theirs.opsPerSecond
     rounds.push(result)
@@ -261,7 +346,7 @@ async function hotKeys(store, server) {
     ours: make(true),
     theirs: make(false),
   }
-  const row = await runScenario(scenario, server, config)
+  const row = await runScenario(scenario, server, config, { inProcess: true })
   // The last round's store is still there: replay the answers of that round.
   const plain = new ratekeeper.FixedWindow({ client: store, namespace: 'hot:', ...HOT })
   const replayed = sample.slice(-200)
@@ -306,7 +391,8 @@ async function memoryChild(which) {
 function memoryOf(which) {
   const child = spawnSync(process.execPath, ['--expose-gc', __filename, '--memory-child', which], { encoding: 'utf8', maxBuffer: 1 << 20 })
   if (child.status !== 0) throw new Error(`memory child failed: ${child.stderr}`)
-  return JSON.parse(child.stdout)
+  // (JSON writes NaN, the latencies of a synchronous run, as null.)
+  return JSON.parse(child.stdout, (key, value) => (value === null ? NaN : value))
 }
 
 /** The rolling windows' memory for 10,000 ids x 10 actions, in memory (child processes) and on Redis. */
@@ -512,20 +598,12 @@ function printTable(rows) {
 
 async function main() {
   if (args['memory-child']) return memoryChild(args['memory-child'])
+  if (args['run-child']) return runChild(JSON.parse(args['run-child']))
   const server = await startRedis()
-  const ioredis = new IORedis(server.port, '127.0.0.1', { enableAutoPipelining: true })
-  // redis-gcra needs ioredis 4 (its own dependency).
-  const IORedis4 = require(require.resolve('ioredis', { paths: [path.dirname(require.resolve('redis-gcra'))] }))
-  const ioredis4 = new IORedis4(server.port, '127.0.0.1', { enableAutoPipelining: true })
-  // redback's own client: node-redis 3 (it sends each command at once, so calls in flight share
-  // the connection as a pipeline).
-  const nodeRedis3 = redis3.createClient(server.port, '127.0.0.1')
-  const store = await ratekeeper.RedisStore.connect(server.url)
-  const flush = () => server.cli('FLUSHALL')
+  const clients = await connectClients(server.port)
+  const { ioredis, store } = clients
   const redisVersion = (await server.cli('INFO', 'server')).match(/redis_version:(\S+)/)[1]
-  // (An ES module: imported, not required.)
-  const { SlidingWindowRateLimiter } = await import('sliding-window-rate-limiter')
-  const chosen = scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowRateLimiter }).filter((s) => !args.only || s.name.includes(args.only))
+  const chosen = scenarios(clients).filter((s) => !args.only || s.name.includes(args.only))
 
   console.log(`ratekeeper benchmark: ${ROUNDS} rounds, Node ${process.version}, redis-server ${redisVersion}\n`)
   const rows = []
@@ -566,9 +644,9 @@ async function main() {
     console.log('\nWrote benchmark/RESULTS.md and benchmark/results.svg')
   }
 
-  ioredis.disconnect()
-  ioredis4.disconnect()
-  nodeRedis3.quit()
+  clients.ioredis.disconnect()
+  clients.ioredis4.disconnect()
+  clients.nodeRedis3.quit()
   await store.close()
   await server.stop()
   // rolling-rate-limiter's in-memory limiter keeps a timer per id.
