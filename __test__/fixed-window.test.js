@@ -178,6 +178,30 @@ describe('FixedWindow on Redis', () => {
     assert.equal(await redis.server.cli('EXISTS', 'layout:other'), '0')
   })
 
+  it('renews the TTL when the window of any limit moves: a shorter window can end after the longest', async () => {
+    // 40 s and 60 s: the 40 s window of 40-80 s ends after the 60 s window of 0-60 s. Were the
+    // TTL renewed only when the 60 s window moves, the hash would expire at 61 s with counts that
+    // still matter until 80 s.
+    const limiter = new FixedWindow({ client: redis.server.url, namespace: 'renew:', limits: [{ duration: 40 * SECOND, limit: 5 }, { duration: MINUTE, limit: 50 }] })
+    const pttl = async () => Number(await redis.server.cli('PTTL', 'renew:u'))
+    const start = Math.ceil(T0 / (2 * MINUTE)) * 2 * MINUTE
+    await limiter.consume('u', { now: start + SECOND })
+    assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
+    // Shortened to see what the next calls do: in the same windows, nothing.
+    await redis.server.cli('PEXPIRE', 'renew:u', '5000')
+    await limiter.consume('u', { now: start + 2 * SECOND })
+    assert.ok((await pttl()) <= 5000, `PTTL ${await pttl()}`)
+    // The 40 s window moves (the 60 s one does not): renewed.
+    await limiter.consume('u', { now: start + 41 * SECOND })
+    assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
+    // The same in a batch: calls sent together take the script's general path.
+    await redis.server.cli('PEXPIRE', 'renew:u', '5000')
+    await Promise.all([limiter.consume('u', { now: start + 42 * SECOND }), limiter.consume('v', { now: start + 42 * SECOND })])
+    assert.ok((await pttl()) <= 5000, `PTTL ${await pttl()}`)
+    await Promise.all([limiter.consume('u', { now: start + 81 * SECOND }), limiter.consume('v', { now: start + 81 * SECOND })])
+    assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
+  })
+
   it('writes the same hash and TTL for a call alone under one limit (the short path of the script)', async () => {
     const limiter = new FixedWindow({ client: redis.server.url, namespace: 'alone:', limits: [{ duration: MINUTE, limit: 3 }] })
     const fieldsOf = async () => {

@@ -16,7 +16,8 @@
 --                     the weight back to the counters of the current windows (never below 0;
 --                     an identifier without a hash gets none)
 -- ARGV[2L+3]          the TTL of a hash, in milliseconds (the longest duration, plus a second),
---                     set when the longest limit's window changes
+--                     set when a counter moves to a new window: then it outlives every window
+--                     the hash counts in (each ends within its duration, at most the longest)
 -- ARGV[2L+4]          the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:      its number of identifiers N, its now (microseconds; "" for the server's
 --                     clock) and its weight
@@ -45,9 +46,8 @@ if ARGV[1] == '1' and ARGV[6] == '+' and ARGV[7] == '1' and ARGV[4] ~= 'reward' 
     read_fields(key, { [count_field] = 1, [window_field] = 2 }, 2, pair, counter_field)
     local stored_count, stored_window = pair[1], pair[2]
     -- As judge(): a counter never moves back to an older window, and the TTL is renewed when
-    -- the window changes.
+    -- it moves to a new one.
     local window, count = math.floor(now / duration), 0
-    local renew = stored_window ~= window
     local moved = not (stored_window and stored_window >= window)
     if not moved then
       count, window = stored_count or 0, stored_window
@@ -55,11 +55,9 @@ if ARGV[1] == '1' and ARGV[6] == '+' and ARGV[7] == '1' and ARGV[4] ~= 'reward' 
     if ARGV[4] == 'consume' and count + weight <= limit then
       if moved then
         redis.call('HSET', key, count_field, count + weight, window_field, window)
+        redis.call('PEXPIRE', key, ARGV[5])
       else
         redis.call('HSET', key, count_field, count + weight)
-      end
-      if renew then
-        redis.call('PEXPIRE', key, ARGV[5])
       end
     end
     return count
@@ -85,20 +83,13 @@ for j = 1, limit_count do
 end
 local mode = ARGV[2 * limit_count + 2]
 local ttl = ARGV[2 * limit_count + 3]
-local longest = 1
-for j = 2, limit_count do
-  if durations[j] > durations[longest] then
-    longest = j
-  end
-end
 
 -- Scratch tables, reused by every call of the batch (Redis CPU is per table built, so a call
 -- builds none but its answer, and only when it has several counts): an identifier's stored
 -- fields, each limit's current window (as of `windows_now`), the call's counts and the window
--- each counts in (identifier-major, from 1), per identifier (from 1) how many fields it had,
--- whether its TTL is renewed and whether any of its counters moved to a new window, and the
--- arguments of an HSET.
-local stored, windows, counts, counted, found, renew, moved, values = {}, {}, {}, {}, {}, {}, {}, {}
+-- each counts in (identifier-major, from 1), per identifier (from 1) how many fields it had and
+-- whether any of its counters moved to a new window, and the arguments of an HSET.
+local stored, windows, counts, counted, found, moved, values = {}, {}, {}, {}, {}, {}, {}
 local windows_now
 
 -- Writes identifier i's counters (its key `key`, its counts from counts[first + 1]) plus `add`
@@ -128,8 +119,6 @@ local function judge(first_key, id_count, now, weight)
   local allowed, n = true, 0
   for i = 1, id_count do
     found[i] = read_fields(KEYS[first_key + i - 1], slot_of, 2 * limit_count, stored, counter_field)
-    -- The TTL is renewed when the longest window changes: set then, it outlives that window.
-    renew[i] = stored[2 * longest] ~= windows[longest]
     moved[i] = false
     for j = 1, limit_count do
       -- A counter never moves back to an older window: a late call (a host with a slow clock)
@@ -152,9 +141,11 @@ local function judge(first_key, id_count, now, weight)
     if allowed then
       for i = 1, id_count do
         local key = KEYS[first_key + i - 1]
-        -- The windows are written only when one moved: fewer fields, less work for Redis.
+        -- The windows are written only when one moved: fewer fields, less work for Redis. So is
+        -- the TTL: set when any counter moves to a new window (not only the longest limit's:
+        -- a shorter window can end after the longest one's, with durations of 40 s and 60 s).
         write(key, i, (i - 1) * limit_count, weight)
-        if renew[i] then
+        if moved[i] then
           redis.call('PEXPIRE', key, ttl)
         end
       end
