@@ -332,6 +332,32 @@ describe('SlidingTail on Redis', () => {
     assert.equal(await redis.server.cli('EXISTS', 'tail-layout:other'), '0')
   })
 
+  it('renews the TTL when the window of any limit moves, and writes only the count in between', async () => {
+    const limiter = new SlidingTail({ client: redis.server.url, namespace: 'tail-renew:', limits: [{ duration: 40 * SECOND, limit: 5 }, { duration: MINUTE, limit: 50 }] })
+    const pttl = async () => Number(await redis.server.cli('PTTL', 'tail-renew:u'))
+    const start = Math.ceil(T0 / (2 * MINUTE)) * 2 * MINUTE
+    await limiter.consume('u', { now: start + SECOND })
+    assert.ok((await pttl()) > 120_000, `PTTL ${await pttl()}`)
+    // Shortened, and the previous counts overwritten, to see what the next call writes: in the
+    // same windows, the counts alone, and no TTL.
+    await redis.server.cli('PEXPIRE', 'tail-renew:u', '5000')
+    await redis.server.cli('HSET', 'tail-renew:u', '40000000:p', '3', '60000000:p', '4')
+    await limiter.consume('u', { now: start + 2 * SECOND })
+    assert.ok((await pttl()) <= 5000, `PTTL ${await pttl()}`)
+    assert.deepEqual(await hash('tail-renew:u'), {
+      40000000: '2',
+      '40000000:p': '3',
+      '40000000:w': String(start / (40 * SECOND)),
+      60000000: '2',
+      '60000000:p': '4',
+      '60000000:w': String(start / MINUTE),
+    })
+    // The 40 s window moves (the 60 s one does not): its counters move on, and the TTL is renewed.
+    await limiter.consume('u', { now: start + 41 * SECOND })
+    assert.ok((await pttl()) > 120_000, `PTTL ${await pttl()}`)
+    assert.equal((await hash('tail-renew:u'))['40000000:p'], '2')
+  })
+
   it('keeps counters in a window ahead of now alive until two windows after it', async () => {
     const limiter = new SlidingTail({ client: redis.server.url, namespace: 'tail-ahead:', limits: [{ duration: MINUTE, limit: 5 }] })
     await limiter.consume('u', { now: T0 + MINUTE })

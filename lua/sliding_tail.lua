@@ -18,7 +18,9 @@
 --                      the weight back, from the current count first, then the previous one
 --                      (never below 0; an identifier without a hash gets none)
 -- ARGV[2L+3]           the TTL of a hash, in milliseconds (twice the longest duration, plus a
---                      second), set on every write; longer after a write in a window ahead of now
+--                      second), set when a counter moves to a new window (then it outlives every
+--                      window the hash counts in, and the one after it); longer, and set on every
+--                      write, for counters in a window ahead of now
 -- ARGV[2L+4]           the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:       its number of identifiers N, its now (microseconds; "" for the server's
 --                      clock) and its weight
@@ -77,6 +79,11 @@ end
 
 -- Whether a * b < c * d, exactly, for whole numbers below 2^53 (the products may not be).
 local function product_less(a, b, c, d)
+  local left, right = a * b, c * d
+  -- A product computed below 2^53 is exact (one at or above it rounds to 2^53 or more).
+  if left < EXACT and right < EXACT then
+    return left < right
+  end
   product(a, b, p)
   product(c, d, q)
   for i = 5, 1, -1 do
@@ -119,12 +126,15 @@ local function ttl_of(now, windows, now_windows)
   return longest
 end
 
--- Scratch, reused by every identifier of the batch: its stored fields as read_fields() reads
--- them, and what is written for it: an HSET's arguments and each limit's window.
-local stored, values, windows = {}, {}, {}
+-- Scratch, reused by every call of the batch (each table a script builds costs Redis CPU): an
+-- identifier's stored fields as read_fields() reads them; per identifier of the call (from 0)
+-- how many fields it had, and per identifier and limit (identifier-major, from 1) the window
+-- stored; now's window per limit; and what is written for an identifier: an HSET's arguments and
+-- each limit's window.
+local stored, found, stored_windows, now_windows, values, windows = {}, {}, {}, {}, {}, {}
 
 local function judge(first_key, id_count, now, weight)
-  local answer, allowed, now_windows, found = {}, true, {}, {}
+  local answer, allowed = {}, true
   for j = 1, limit_count do
     now_windows[j] = math.floor(now / durations[j])
   end
@@ -132,6 +142,7 @@ local function judge(first_key, id_count, now, weight)
     local key = KEYS[first_key + i]
     found[i] = read_fields(key, slot_of, 3 * limit_count, stored, tail_field)
     for j = 1, limit_count do
+      stored_windows[i * limit_count + j] = stored[3 * j] or false
       local window, current, previous = tail_at(key, j, stored, now_windows[j])
       answer[#answer + 1] = window
       answer[#answer + 1] = current
@@ -156,7 +167,7 @@ local function judge(first_key, id_count, now, weight)
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
     if mode == 'consume' or found[i] > 0 then
-      local n = 0
+      local n, moved, ahead = 0, false, false
       for j = 1, limit_count do
         local at = 1 + 3 * (i * limit_count + j - 1)
         if mode == 'reward' then
@@ -173,12 +184,21 @@ local function judge(first_key, id_count, now, weight)
         end
         windows[j] = answer[at]
         values[n + 1], values[n + 2] = fields[3 * j - 2], current
-        values[n + 3], values[n + 4] = fields[3 * j - 1], answer[at + 2]
-        values[n + 5], values[n + 6] = fields[3 * j], answer[at]
-        n = n + 6
+        n = n + 2
+        -- The previous count and the window change only when the window moves (or a reward
+        -- takes from the previous count): fewer fields to write, less work for Redis.
+        if mode == 'reward' or stored_windows[i * limit_count + j] ~= answer[at] then
+          moved = true
+          values[n + 1], values[n + 2] = fields[3 * j - 1], answer[at + 2]
+          values[n + 3], values[n + 4] = fields[3 * j], answer[at]
+          n = n + 4
+        end
+        ahead = ahead or answer[at] > now_windows[j]
       end
       redis.call('HSET', key, unpack(values, 1, n))
-      redis.call('PEXPIRE', key, ttl_of(now, windows, now_windows))
+      if moved or ahead then
+        redis.call('PEXPIRE', key, ttl_of(now, windows, now_windows))
+      end
     end
   end
   return answer
