@@ -107,6 +107,22 @@ describe('SlidingWindow options', () => {
 })
 
 describe('SlidingWindow on Redis', () => {
+  it('renews the TTL when a call counts in a new bucket of any limit, and only then', async () => {
+    const limiter = new SlidingWindow({ client: redis.server.url, namespace: 'renew:', limits: [{ duration: 10 * SECOND, limit: 100, precision: SECOND }, { duration: 60 * SECOND, limit: 500, precision: 15 * SECOND }] })
+    const pttl = async () => Number(await redis.server.cli('PTTL', 'renew:u'))
+    const start = Math.ceil(T0 / (60 * SECOND)) * 60 * SECOND
+    await limiter.consume('u', { now: start })
+    assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
+    // Shortened to see what the next calls do: in the same buckets, nothing.
+    await redis.server.cli('PEXPIRE', 'renew:u', '5000')
+    await limiter.consume('u', { now: start + 200 })
+    assert.ok((await pttl()) <= 5000, `PTTL ${await pttl()}`)
+    // A new bucket of the 1 s precision (the 15 s one is the same): renewed.
+    await limiter.consume('u', { now: start + 1200 })
+    assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
+    assert.deepEqual((await limiter.peek('u', { now: start + 1300 })).remaining, 97)
+  })
+
   it("keeps the seed's layout in one hash per id, with a TTL, and drops buckets that left", async () => {
     const limiter = new SlidingWindow({ client: redis.server.url, namespace: 'layout:', limits: [{ duration: 10 * SECOND, limit: 100, precision: SECOND }, { duration: 60 * SECOND, limit: 500, precision: 15 * SECOND }] })
     await limiter.consume('u', { now: T0 + 500, weight: 2 })

@@ -14,7 +14,10 @@
 -- ARGV[4L+2]               "consume" to count an allowed call, "peek" to only look, "reward" to
 --                          give the weight back to every limit, newest live bucket first (never
 --                          below 0; an identifier without a hash gets none)
--- ARGV[4L+3]               the TTL of a hash, in milliseconds (the longest duration, plus a second)
+-- ARGV[4L+3]               the TTL of a hash, in milliseconds (the longest duration, plus a
+--                          second), set when a call counts in a bucket that had no field yet: a
+--                          bucket matters for a duration after it began, and the TTL set at its
+--                          first count outlives that
 -- ARGV[4L+4]               the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:           its number of identifiers N, its now (microseconds; "" for the
 --                          server's clock) and its weight
@@ -50,8 +53,9 @@ end
 local live_fields, fields_now = {}, nil
 
 -- The writes of a call that is allowed, reused by every call: per limit counted, its identifier's
--- key, the limit, and the current bucket's new count.
-local write_keys, write_limits, write_counts = {}, {}, {}
+-- key, the limit, the current bucket's new count, whether that bucket had no field yet, and the
+-- oldest bucket the hash named (false for none).
+local write_keys, write_limits, write_counts, write_fresh, write_oldest = {}, {}, {}, {}, {}
 
 local function judge(first_key, id_count, now, weight)
   if now ~= fields_now then
@@ -65,8 +69,8 @@ local function judge(first_key, id_count, now, weight)
     end
     fields_now = now
   end
-  -- (dead, the buckets to delete per identifier, is built only when some left the window.)
-  local answer, allowed, writes, dead, refunds = {}, true, 0, nil, {}
+  -- (dead, the buckets to delete per identifier, and refunds are built only when needed.)
+  local answer, allowed, writes, dead, refunds = {}, true, 0, nil, nil
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
     local found = 0
@@ -110,6 +114,7 @@ local function judge(first_key, id_count, now, weight)
           if taken > 0 then
             answer[at] = answer[at] - taken
             left = left - taken
+            refunds = refunds or {}
             refunds[#refunds + 1] = { key, fields[k], answer[at] }
           end
           at = at - 1
@@ -117,25 +122,36 @@ local function judge(first_key, id_count, now, weight)
       end
       writes = writes + 1
       write_keys[writes], write_limits[writes], write_counts[writes] = key, j, answer[#answer] + weight
+      write_fresh[writes], write_oldest[writes] = not stored[#fields], oldest or false
     end
     check_fields(key, found, bucket_field)
   end
-  for _, r in ipairs(refunds) do
+  for _, r in ipairs(refunds or {}) do
     redis.call('HSET', r[1], r[2], r[3])
   end
   if consume and allowed then
     -- Written first: at maxmemory, Redis refuses a script's writes only until its first one.
+    -- The oldest bucket is written only when it changes: fewer fields, less work for Redis.
     for w = 1, writes do
       local j = write_limits[w]
       local fields = live_fields[j]
       local first_live = math.floor(now / precisions[j]) - buckets[j] + 1
-      redis.call('HSET', write_keys[w], fields[1], first_live, fields[#fields], write_counts[w])
+      if write_oldest[w] == first_live then
+        redis.call('HSET', write_keys[w], fields[#fields], write_counts[w])
+      else
+        redis.call('HSET', write_keys[w], fields[1], first_live, fields[#fields], write_counts[w])
+      end
     end
     for _, d in ipairs(dead or {}) do
       redis.call('HDEL', d[1], unpack(d[2]))
     end
-    for i = 0, id_count - 1 do
-      redis.call('PEXPIRE', KEYS[first_key + i], ttl)
+    -- (An identifier's writes are together, one per limit.)
+    local renewed
+    for w = 1, writes do
+      if write_fresh[w] and write_keys[w] ~= renewed then
+        renewed = write_keys[w]
+        redis.call('PEXPIRE', renewed, ttl)
+      end
     end
   end
   return answer
