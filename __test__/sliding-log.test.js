@@ -95,6 +95,19 @@ describe('consume on any rolling window', () => {
 })
 
 describe('the sliding log on Redis', () => {
+  it('logs each action as a member of its own, <call>:<n>|<meta>, scored by its time in µs', async () => {
+    const log = new SlidingLog({ client: redis.server.url, namespace: 'members:', interval: 60 * SECOND, maxInInterval: 5 })
+    await log.consume('u', { now: T, meta: 'one' })
+    await log.consume('u', { now: T + SECOND, weight: 2 })
+    const [first, firstScore, second, secondScore, third, thirdScore] = (await redis.server.cli('ZRANGE', 'members:u', '0', '-1', 'WITHSCORES')).split('\n')
+    assert.match(first, /^.+:1\|one$/)
+    assert.equal(firstScore, String(T * 1000))
+    const call = second.replace(/:\d$/, '')
+    assert.deepEqual([second, third].sort(), [`${call}:1`, `${call}:2`])
+    assert.deepEqual([secondScore, thirdScore], [String((T + SECOND) * 1000), String((T + SECOND) * 1000)])
+    assert.notEqual(call, first.replace(/:1\|one$/, ''))
+  })
+
   it('is read by rolling-rate-limiter, metadata and all', async () => {
     const log = new SlidingLog({ client: redis.server.url, namespace: 'shared:', interval: 60 * SECOND, maxInInterval: 3, clock: 'local' })
     const ioredis = new IORedis(redis.server.port, '127.0.0.1')

@@ -47,6 +47,17 @@ local record_blocked = ARGV[5] == '1'
 local ttl_seconds = math.ceil(interval / 1000000) + 1
 
 
+-- "(<now - interval>": the exclusive start of the window at `now`, as ZCOUNT and ZRANGEBYSCORE
+-- take it, kept for the last now asked for (the calls of a batch mostly share theirs, and each
+-- string.format costs Redis CPU).
+local window_start_now, window_start_bound
+local function after_window_start(now)
+  if now ~= window_start_now then
+    window_start_now, window_start_bound = now, string.format('(%.17g', now - interval)
+  end
+  return window_start_bound
+end
+
 local function score_at(key, rank)
   return tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
 end
@@ -100,8 +111,7 @@ end
 -- As rolling-rate-limiter's wouldLimit: the attempt is appended after the stored log.
 local function peek_at(key, now)
   local _, newest = checked_ends(key)
-  local window_start = now - interval
-  local in_window = redis.call('ZCOUNT', key, string.format('(%.17g', window_start), '+inf')
+  local in_window = redis.call('ZCOUNT', key, after_window_start(now), '+inf')
   local count = in_window + 1
   local previous, anchor = 0, now
   if in_window > 0 and (min_difference > 0 or not record_blocked) then
@@ -156,7 +166,7 @@ end
 local function log_at(key, now, member, weight, meta, write)
   local oldest, stored_newest = checked_ends(key)
   local window_start = now - interval
-  local in_window = redis.call('ZCOUNT', key, string.format('(%.17g', window_start), '+inf')
+  local in_window = redis.call('ZCOUNT', key, after_window_start(now), '+inf')
   -- (When the window holds an action, the log's newest is in it.)
   local newest, anchor = 0, 0
   if in_window > 0 then
@@ -173,14 +183,19 @@ local function log_at(key, now, member, weight, meta, write)
     if meta ~= '' then
       suffix = '|' .. meta
     end
-    -- In chunks: unpack() has a limit on how many values it returns.
-    for first = 1, weight, 500 do
-      local members = {}
-      for i = first, math.min(weight, first + 499) do
-        members[#members + 1] = now
-        members[#members + 1] = member .. ':' .. i .. suffix
+    if weight == 1 then
+      -- The usual call: one action, and no table to build.
+      redis.call('ZADD', key, now, member .. ':1' .. suffix)
+    else
+      -- In chunks: unpack() has a limit on how many values it returns.
+      for first = 1, weight, 500 do
+        local members = {}
+        for i = first, math.min(weight, first + 499) do
+          members[#members + 1] = now
+          members[#members + 1] = member .. ':' .. i .. suffix
+        end
+        redis.call('ZADD', key, unpack(members))
       end
-      redis.call('ZADD', key, unpack(members))
     end
     redis.call('EXPIRE', key, ttl_seconds)
   end
@@ -197,7 +212,7 @@ end
 -- rolling-rate-limiter, may hold more), oldest first.
 local function entries_at(key, now)
   checked_ends(key)
-  local start = string.format('(%.17g', now - interval)
+  local start = after_window_start(now)
   local in_window = redis.call('ZCOUNT', key, start, '+inf')
   return redis.call('ZRANGEBYSCORE', key, start, '+inf', 'WITHSCORES', 'LIMIT',
     math.max(0, in_window - max_in_interval), max_in_interval)
