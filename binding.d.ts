@@ -651,6 +651,12 @@ export interface RollingWindowOptions {
 }
 
 /**
+ * Sends the Redis calls made since the last time (src/store/batch.rs): `lib/engine.js` runs this
+ * once per turn of the event loop in which a call was made; nothing else should.
+ */
+export declare function sendHeldCalls(): void
+
+/**
  * One sentinel's address, as ioredis names it.
  *
  * ```js

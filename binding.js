@@ -853,4 +853,5 @@ module.exports.SlidingWindowEngine = nativeBinding.SlidingWindowEngine
 module.exports.JsSlidingWindow = nativeBinding.JsSlidingWindow
 module.exports.TokenBucketEngine = nativeBinding.TokenBucketEngine
 module.exports.JsTokenBucket = nativeBinding.JsTokenBucket
+module.exports.sendHeldCalls = nativeBinding.sendHeldCalls
 module.exports.setAnswerHandler = nativeBinding.setAnswerHandler

@@ -7,7 +7,7 @@
  */
 
 const { RollingWindow } = require('./native.js')
-const { runner, syncCaller, storeErrorPolicy, inMemory } = require('./engine.js')
+const { runner, syncCaller, storeErrorPolicy, inMemory, sendSoon } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject } = require('./errors.js')
 const { decodeVerdict, decodeNothing } = require('./verdict.js')
@@ -141,7 +141,10 @@ RateLimiter.prototype.wait = function waitFor(id, options) {
 }
 
 RateLimiter.prototype.entries = function entries(id, options) {
-  return this.window.entries(id, options)
+  const answer = this.window.entries(id, options)
+  // On Redis the call is held until the turn ends (see sendSoon).
+  sendSoon()
+  return answer
 }
 
 /**

@@ -129,6 +129,13 @@ pub fn set_answer_handler(
     dispatch::set_handler(&env, handler)
 }
 
+/// Sends the Redis calls made since the last time (src/store/batch.rs): `lib/engine.js` runs this
+/// once per turn of the event loop in which a call was made; nothing else should.
+#[napi_derive::napi(catch_unwind)]
+pub fn send_held_calls() {
+    crate::store::batch::send_held_calls();
+}
+
 /// A promise already rejected with `failure`.
 pub fn rejected<'env, T: ToNapiValue>(
     env: &'env Env,

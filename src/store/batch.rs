@@ -1,7 +1,8 @@
 //! Batching the calls of a script: concurrent calls of one limiter leave together in one
 //! EVALSHA, with a key (or a few) per call.
 
-use std::sync::Arc;
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use redis::{Script, Value};
@@ -15,6 +16,10 @@ const MAX_BATCH: usize = 256;
 
 /// Batches of one batcher in flight at once: two, so that Redis runs one while the next fills.
 const BATCHES_IN_FLIGHT: usize = 2;
+
+/// Held calls of a batcher leave at once when there are this many, without waiting for the end
+/// of the turn: Redis then runs them while JavaScript makes the next ones.
+const SEND_EARLY_AT: usize = 32;
 
 /// What to do with a call's answer; it runs on the runtime's thread.
 pub type Answered = Box<dyn FnOnce(Outcome<Answer>) + Send>;
@@ -31,10 +36,14 @@ pub struct Answer {
 /// Sends the calls of one script that share their leading arguments together: one EVALSHA with
 /// the keys and arguments of every call waiting, at most [`MAX_BATCH`] calls.
 ///
-/// At most [`BATCHES_IN_FLIGHT`] batches are in flight: meanwhile new calls queue up and leave
-/// together in the next one. Under load this spreads the script's fixed cost (and a round trip)
-/// over many calls; at low load a call leaves at once, alone. Every call is answered within `commandTimeoutMs` of
-/// its submission. On a Cluster, whose keys live on different nodes, every call is sent alone.
+/// A call submitted is held until [`send_held_calls`], which `lib/engine.js` runs once per turn of
+/// Node's event loop (as ioredis's auto-pipelining does): the calls that an app makes while it
+/// handles what one turn brought (a burst of requests) leave together, in one EVALSHA that Redis
+/// reads in one go, instead of the first ones alone. At most [`BATCHES_IN_FLIGHT`] batches are
+/// in flight: meanwhile new calls queue up and leave together in the next one. This spreads the
+/// script's fixed cost (and a round trip, and Redis's reading and writing of a command) over many
+/// calls. Every call is answered within `commandTimeoutMs` of its submission. On a Cluster, whose
+/// keys live on different nodes, every call is sent alone, at once.
 ///
 /// The script's contract: `ARGV` holds the shared arguments, then the batch's shape and the
 /// calls' arguments (see [`call_arguments`]); `KEYS` each call's keys in turn (the script knows
@@ -47,7 +56,56 @@ pub struct ScriptBatcher {
     script: &'static Script,
     shared: Arc<Vec<String>>,
     runtime: tokio::runtime::Handle,
-    queue: Option<mpsc::UnboundedSender<Call>>,
+    queue: Option<Arc<CallQueue>>,
+}
+
+/// The way to a batcher's sending task, and the calls held for it on the JS thread.
+struct CallQueue {
+    held: Mutex<Held>,
+    sender: mpsc::UnboundedSender<Vec<Call>>,
+}
+
+#[derive(Default)]
+struct Held {
+    calls: Vec<Call>,
+    /// In this thread's [`HOLDING`] list.
+    listed: bool,
+}
+
+impl CallQueue {
+    /// Hands the held calls to the sending task (one wake-up of the runtime's thread).
+    fn send_held(&self) {
+        let calls = std::mem::take(&mut self.held.lock().unwrap_or_else(|p| p.into_inner()).calls);
+        self.send(calls);
+    }
+
+    fn send(&self, calls: Vec<Call>) {
+        if calls.is_empty() {
+            return;
+        }
+        if let Err(unsent) = self.sender.send(calls) {
+            for call in unsent.0 {
+                (call.answered)(Err(Failure::error(
+                    ErrorCode::Internal,
+                    "the batch sender stopped",
+                )));
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The queues of this thread (the JS thread) holding calls, for [`send_held_calls`].
+    static HOLDING: RefCell<Vec<Arc<CallQueue>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Sends every call held on this thread to its batcher (see [`ScriptBatcher`]).
+pub fn send_held_calls() {
+    let queues = HOLDING.with(|holding| std::mem::take(&mut *holding.borrow_mut()));
+    for queue in queues {
+        queue.held.lock().unwrap_or_else(|p| p.into_inner()).listed = false;
+        queue.send_held();
+    }
 }
 
 struct Call {
@@ -74,7 +132,10 @@ impl ScriptBatcher {
                 shared.clone(),
                 receiver,
             ));
-            sender
+            Arc::new(CallQueue {
+                held: Mutex::new(Held::default()),
+                sender,
+            })
         });
         Self {
             store,
@@ -86,7 +147,7 @@ impl ScriptBatcher {
     }
 
     /// Runs the script for one call; `answered` gets its answer, or the failure, within
-    /// `commandTimeoutMs`.
+    /// `commandTimeoutMs`. Called on the JS thread, which must then run [`send_held_calls`].
     pub fn submit(&self, keys: Vec<String>, args: Vec<String>, answered: Answered) {
         let call = Call {
             keys,
@@ -107,11 +168,16 @@ impl ScriptBatcher {
             });
             return;
         };
-        if let Err(unsent) = queue.send(call) {
-            (unsent.0.answered)(Err(Failure::error(
-                ErrorCode::Internal,
-                "the batch sender stopped",
-            )));
+        let mut held = queue.held.lock().unwrap_or_else(|p| p.into_inner());
+        if !held.listed {
+            held.listed = true;
+            HOLDING.with(|holding| holding.borrow_mut().push(queue.clone()));
+        }
+        held.calls.push(call);
+        if held.calls.len() >= SEND_EARLY_AT {
+            let calls = std::mem::take(&mut held.calls);
+            drop(held);
+            queue.send(calls);
         }
     }
 }
@@ -120,18 +186,25 @@ async fn send_batches(
     store: Arc<RedisStore>,
     script: &'static Script,
     shared: Arc<Vec<String>>,
-    mut receiver: mpsc::UnboundedReceiver<Call>,
+    mut receiver: mpsc::UnboundedReceiver<Vec<Call>>,
 ) {
     let in_flight = Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT));
-    let mut batch = Vec::with_capacity(MAX_BATCH);
+    // Calls received, oldest first, and not sent yet.
+    let mut waiting = std::collections::VecDeque::new();
     loop {
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             return;
         };
-        if receiver.recv_many(&mut batch, MAX_BATCH).await == 0 {
-            return;
+        if waiting.is_empty() {
+            match receiver.recv().await {
+                Some(calls) => waiting.extend(calls),
+                None => return,
+            }
         }
-        let calls = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
+        while let Ok(calls) = receiver.try_recv() {
+            waiting.extend(calls);
+        }
+        let calls: Vec<Call> = waiting.drain(..waiting.len().min(MAX_BATCH)).collect();
         let (store, shared) = (store.clone(), shared.clone());
         tokio::spawn(async move {
             send_batch(&store, script, &shared, calls).await;
