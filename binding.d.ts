@@ -149,8 +149,10 @@ export type JsLeakyBucket = LeakyBucketEngine
 /**
  * A connection to Redis (a single node or a Cluster), shared by every limiter built on it.
  *
- * The connection is multiplexed: concurrent calls are pipelined on one socket. It opens on first
- * use and reopens by itself when Redis comes back after an outage; calls made while Redis is
+ * The connection is multiplexed: concurrent calls are pipelined on one socket. A limiter's calls
+ * made in one turn of the event loop leave together once the turn ends (as ioredis's
+ * auto-pipelining), in one script call (32 at a time when a turn makes many; on a Cluster each
+ * call leaves alone, at once). It opens on first use and reopens by itself when Redis comes back after an outage; calls made while Redis is
  * unreachable reject with `ERR_STORE_UNAVAILABLE` within `commandTimeoutMs`.
  *
  * ```js
@@ -175,7 +177,11 @@ export declare class RedisStore {
    * ```
    */
   static connect(options?: string | RedisOptions): Promise<RedisStore>
-  /** Closes the connection. Calls made afterwards reject with `ERR_STORE_CLOSED`. */
+  /**
+   * Closes the connection. Calls made afterwards reject with `ERR_STORE_CLOSED`, and so do calls
+   * not sent yet: those made in the same turn of the event loop, which leave when it ends (await
+   * them before closing). Calls already sent finish.
+   */
   close(): Promise<void>
   /** `true` once `close()` was called. */
   get closed(): boolean

@@ -60,6 +60,13 @@ describe('Redis calls made in one turn of the event loop', () => {
     assert.equal(answers.length, 33)
   })
 
+  it('reject with ERR_STORE_CLOSED when the store closes in the same turn (they were not sent)', async (t) => {
+    const { store, limiter } = await connected(t)
+    const call = limiter.consume('closing', { now: T0 })
+    store.close()
+    await assert.rejects(call, { code: 'ERR_STORE_CLOSED' })
+  })
+
   it("include a sliding log's entries(), sent at the turn's end too", { timeout: 20_000 }, async (t) => {
     const store = new RedisStore(redis.server.url)
     t.after(() => store.close())

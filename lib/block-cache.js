@@ -66,6 +66,7 @@ function blockCacheOption(value, onRedis, name) {
 function withBlockCache(run, { maxIds }, modes, forgetting) {
   /** id -> { until, resetAt, values, family }, oldest learned first. */
   const entries = new Map()
+  const answer = new Float64Array(5)
 
   /** `options`' instant, when the cache may answer a call with them: an integer, or NaN. */
   const instantOf = (options) => {
@@ -107,7 +108,13 @@ function withBlockCache(run, { maxIds }, modes, forgetting) {
     if (entry !== undefined) {
       if (now < entry.until && entry.family === kind.family) {
         const values = entry.values
-        return Promise.resolve(decode([values[0], entry.until - now, values[2], values[3], Math.max(0, entry.resetAt - now)], 0))
+        // (Decoded at once: one scratch array serves every answer.)
+        answer[0] = values[0]
+        answer[1] = entry.until - now
+        answer[2] = values[2]
+        answer[3] = values[3]
+        answer[4] = Math.max(0, entry.resetAt - now)
+        return Promise.resolve(decode(answer, 0))
       }
       if (now >= entry.until) entries.delete(id)
     }

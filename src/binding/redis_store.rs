@@ -128,8 +128,10 @@ pub struct RedisTlsOptions {
 
 /// A connection to Redis (a single node or a Cluster), shared by every limiter built on it.
 ///
-/// The connection is multiplexed: concurrent calls are pipelined on one socket. It opens on first
-/// use and reopens by itself when Redis comes back after an outage; calls made while Redis is
+/// The connection is multiplexed: concurrent calls are pipelined on one socket. A limiter's calls
+/// made in one turn of the event loop leave together once the turn ends (as ioredis's
+/// auto-pipelining), in one script call (32 at a time when a turn makes many; on a Cluster each
+/// call leaves alone, at once). It opens on first use and reopens by itself when Redis comes back after an outage; calls made while Redis is
 /// unreachable reject with `ERR_STORE_UNAVAILABLE` within `commandTimeoutMs`.
 ///
 /// ```js
@@ -194,7 +196,9 @@ impl JsRedisStore {
         )
     }
 
-    /// Closes the connection. Calls made afterwards reject with `ERR_STORE_CLOSED`.
+    /// Closes the connection. Calls made afterwards reject with `ERR_STORE_CLOSED`, and so do calls
+    /// not sent yet: those made in the same turn of the event loop, which leave when it ends (await
+    /// them before closing). Calls already sent finish.
     #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         self.inner.close();
