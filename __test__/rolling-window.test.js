@@ -167,6 +167,15 @@ for (const [name, create] of Object.entries(stores)) {
       assert.deepEqual(await limiter.wouldLimitWithInfo(id, at(17)), allowed(2, 1))
     })
 
+    it("answers a new log's first action as rolling-rate-limiter does (maxInInterval 1: full at once)", async () => {
+      const limiter = create({ interval: 10, maxInInterval: 1 })
+      // Full with this one action, for the interval.
+      assert.deepEqual(await limiter.limitWithInfo(id, at(3)), allowed(10, 0))
+      // (rolling-rate-limiter's wait counts from the attempt, which it appends to the log.)
+      assert.deepEqual(await limiter.wouldLimitWithInfo(id, at(5)), blockedByCount(10))
+      assert.deepEqual(await limiter.limitWithInfo(id2, at(4)), allowed(10, 0))
+    })
+
     it('rounds waits up to whole milliseconds, with fractional now', async () => {
       const limiter = create({ interval: 10, maxInInterval: 2 })
       assert.deepEqual(await limiter.limitWithInfo(id, at(0.4)), allowed(0, 1))
