@@ -60,6 +60,17 @@ describe('Redis calls made in one turn of the event loop', () => {
     assert.equal(answers.length, 33)
   })
 
+  it('get commandTimeoutMs from the end of their turn: a long turn does not time them out', async (t) => {
+    const store = new RedisStore({ url: redis.server.url, commandTimeoutMs: 100 })
+    t.after(() => store.close())
+    const limiter = new FixedWindow({ client: store, namespace: `turn-long-${Math.random()}:`, limits: [{ duration: 60_000, limit: 100 }] })
+    await limiter.consume('warm-up', { now: T0 })
+    const call = limiter.consume('a', { now: T0 })
+    // Three timeouts of JavaScript's own work before the call can leave.
+    busy(300)
+    assert.equal((await call).remaining, 99)
+  })
+
   it('reject with ERR_STORE_CLOSED when the store closes in the same turn (they were not sent)', async (t) => {
     const { store, limiter } = await connected(t)
     const call = limiter.consume('closing', { now: T0 })

@@ -42,8 +42,8 @@ pub struct Answer {
 /// reads in one go, instead of the first ones alone. At most [`BATCHES_IN_FLIGHT`] batches are
 /// in flight: meanwhile new calls queue up and leave together in the next one. This spreads the
 /// script's fixed cost (and a round trip, and Redis's reading and writing of a command) over many
-/// calls. Every call is answered within `commandTimeoutMs` of its submission. On a Cluster, whose
-/// keys live on different nodes, every call is sent alone, at once.
+/// calls. Every call is answered within `commandTimeoutMs` of leaving the JS thread. On a
+/// Cluster, whose keys live on different nodes, every call is sent alone, at once.
 ///
 /// The script's contract: `ARGV` holds the shared arguments, then the batch's shape and the
 /// calls' arguments (see [`call_arguments`]); `KEYS` each call's keys in turn (the script knows
@@ -79,9 +79,15 @@ impl CallQueue {
         self.send(calls);
     }
 
-    fn send(&self, calls: Vec<Call>) {
+    fn send(&self, mut calls: Vec<Call>) {
         if calls.is_empty() {
             return;
+        }
+        // A call's timeout runs from here: the time it was held is the JS thread's own (busy
+        // with the rest of its turn), not Redis's.
+        let now = Instant::now();
+        for call in &mut calls {
+            call.since = now;
         }
         if let Err(unsent) = self.sender.send(calls) {
             for call in unsent.0 {
@@ -147,7 +153,8 @@ impl ScriptBatcher {
     }
 
     /// Runs the script for one call; `answered` gets its answer, or the failure, within
-    /// `commandTimeoutMs`. Called on the JS thread, which must then run [`send_held_calls`].
+    /// `commandTimeoutMs` of the call leaving this thread. Called on the JS thread, which must then
+    /// run [`send_held_calls`].
     pub fn submit(&self, keys: Vec<String>, args: Vec<String>, answered: Answered) {
         let call = Call {
             keys,
