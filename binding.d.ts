@@ -152,8 +152,9 @@ export type JsLeakyBucket = LeakyBucketEngine
  * The connection is multiplexed: concurrent calls are pipelined on one socket. A limiter's calls
  * made in one turn of the event loop leave together once the turn ends (as ioredis's
  * auto-pipelining), in one script call (32 at a time when a turn makes many; on a Cluster each
- * call leaves alone, at once). It opens on first use and reopens by itself when Redis comes back after an outage; calls made while Redis is
- * unreachable reject with `ERR_STORE_UNAVAILABLE` within `commandTimeoutMs`.
+ * call leaves alone, at once). It opens on first use and reopens by itself when Redis comes back
+ * after an outage; calls made while Redis is unreachable reject with `ERR_STORE_UNAVAILABLE`
+ * within `commandTimeoutMs` of leaving.
  *
  * ```js
  * const store = await RedisStore.connect('redis://127.0.0.1:6379')

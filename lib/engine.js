@@ -104,7 +104,7 @@ function sendHeldCalls() {
 }
 
 /**
- * Has the Redis calls made in this turn of the event loop sent together once it ends (the native
+ * Sends the Redis calls made in this turn of the event loop together once it ends (the native
  * side holds them until then; src/store/batch.rs): the calls an app makes while it handles a
  * burst of requests leave in one batch, which costs Redis far less per call than each alone.
  * `setImmediate`, as ioredis's auto-pipelining: it runs once the turn's I/O callbacks (each
