@@ -2,6 +2,7 @@
 //! EVALSHA, with a key (or a few) per call.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -62,7 +63,9 @@ pub struct ScriptBatcher {
 /// The way to a batcher's sending task, and the calls held for it on the JS thread.
 struct CallQueue {
     held: Mutex<Held>,
-    sender: mpsc::UnboundedSender<Vec<Call>>,
+    /// Calls with the instant they left the JS thread, from which their timeout runs (the time
+    /// they were held is the JS thread's own, busy with the rest of its turn, not Redis's).
+    sender: mpsc::UnboundedSender<(Instant, Vec<Call>)>,
 }
 
 #[derive(Default)]
@@ -79,18 +82,13 @@ impl CallQueue {
         self.send(calls);
     }
 
-    fn send(&self, mut calls: Vec<Call>) {
+    fn send(&self, calls: Vec<Call>) {
         if calls.is_empty() {
             return;
         }
-        // A call's timeout runs from here: the time it was held is the JS thread's own (busy
-        // with the rest of its turn), not Redis's.
-        let now = Instant::now();
-        for call in &mut calls {
-            call.since = now;
-        }
-        if let Err(unsent) = self.sender.send(calls) {
-            for call in unsent.0 {
+        if let Err(mpsc::error::SendError((_, unsent))) = self.sender.send((Instant::now(), calls))
+        {
+            for call in unsent {
                 (call.answered)(Err(Failure::error(
                     ErrorCode::Internal,
                     "the batch sender stopped",
@@ -117,7 +115,6 @@ pub fn send_held_calls() {
 struct Call {
     keys: Vec<String>,
     args: Vec<String>,
-    since: Instant,
     answered: Answered,
 }
 
@@ -159,7 +156,6 @@ impl ScriptBatcher {
         let call = Call {
             keys,
             args,
-            since: Instant::now(),
             answered,
         };
         let Some(queue) = &self.queue else {
@@ -193,25 +189,28 @@ async fn send_batches(
     store: Arc<RedisStore>,
     script: &'static Script,
     shared: Arc<Vec<String>>,
-    mut receiver: mpsc::UnboundedReceiver<Vec<Call>>,
+    mut receiver: mpsc::UnboundedReceiver<(Instant, Vec<Call>)>,
 ) {
     let in_flight = Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT));
-    // Calls received, oldest first, and not sent yet.
-    let mut waiting = std::collections::VecDeque::new();
+    // Calls received, oldest first, and not sent yet, each with the instant it left the JS thread.
+    let mut waiting = VecDeque::new();
+    let receive = |waiting: &mut VecDeque<_>, (since, calls): (Instant, Vec<Call>)| {
+        waiting.extend(calls.into_iter().map(|call| (since, call)));
+    };
     loop {
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             return;
         };
         if waiting.is_empty() {
             match receiver.recv().await {
-                Some(calls) => waiting.extend(calls),
+                Some(calls) => receive(&mut waiting, calls),
                 None => return,
             }
         }
         while let Ok(calls) = receiver.try_recv() {
-            waiting.extend(calls);
+            receive(&mut waiting, calls);
         }
-        let calls: Vec<Call> = waiting.drain(..waiting.len().min(MAX_BATCH)).collect();
+        let calls: Vec<_> = waiting.drain(..waiting.len().min(MAX_BATCH)).collect();
         let (store, shared) = (store.clone(), shared.clone());
         tokio::spawn(async move {
             send_batch(&store, script, &shared, calls).await;
@@ -220,25 +219,31 @@ async fn send_batches(
     }
 }
 
-/// Sends one batch and hands out its answers.
-async fn send_batch(store: &RedisStore, script: &Script, shared: &[String], batch: Vec<Call>) {
+/// Sends one batch (its calls, each with the instant its timeout runs from) and hands out its
+/// answers.
+async fn send_batch(
+    store: &RedisStore,
+    script: &Script,
+    shared: &[String],
+    batch: Vec<(Instant, Call)>,
+) {
     // Calls that spent their whole timeout queued fail now; the batch gets what is left of the
     // oldest remaining call's timeout.
     let timeout = store.config().command_timeout();
     let now = Instant::now();
     let (expired, live): (Vec<_>, Vec<_>) = batch
         .into_iter()
-        .partition(|call| now.duration_since(call.since) >= timeout);
-    for call in expired {
+        .partition(|(since, _)| now.duration_since(*since) >= timeout);
+    for (_, call) in expired {
         answer(store, call.answered, Err(store.timeout_failure()));
     }
-    let Some(oldest) = live.iter().map(|call| call.since).min() else {
+    let Some(oldest) = live.iter().map(|(since, _)| *since).min() else {
         return;
     };
     let budget = timeout.saturating_sub(now.duration_since(oldest));
     let (calls, answered): (Vec<_>, Vec<_>) = live
         .into_iter()
-        .map(|call| ((call.keys, call.args), call.answered))
+        .map(|(_, call)| ((call.keys, call.args), call.answered))
         .unzip();
     match store
         .bounded_for(budget, store.eval_batch(script, shared, &calls))
