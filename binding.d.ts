@@ -427,7 +427,9 @@ export interface FixedWindowOptions {
   /** 1 to 16 limits, all checked (and counted) together. Required. */
   limits: Array<FixedWindowLimit>
   /**
-   * Prefix of the Redis keys: an id's counters are a hash at `namespace + id`.
+   * Prefix of the Redis keys: an id's counters are a hash at `namespace + id`, per limit the
+   * field `<duration µs>:<window index>` holding its count. Limiters sharing a namespace keep
+   * their counters in the same hashes (limits of the same duration share a counter).
    * Default `'ratekeeper:fixed:'`. Ignored in memory.
    */
   namespace?: string

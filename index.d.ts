@@ -568,8 +568,10 @@ export interface FixedWindowLimit {
 
 /**
  * Fixed window counters, in windows aligned to the clock (`floor(now / duration)`): every id's
- * window resets at the same instants. One hash per id holds all its limits
- * (namespace default `'ratekeeper:fixed:'`).
+ * window resets at the same instants. On Redis, one hash per id holds all its limits, each at
+ * field `<duration µs>:<window index>` (namespace default `'ratekeeper:fixed:'`); limiters that
+ * share a namespace share the hashes. A call of one id under one limit counts first (HINCRBY,
+ * then gives the weight back if refused); others read the hash first.
  *
  * ```js
  * const { FixedWindow } = require('ratekeeper')

@@ -109,7 +109,7 @@ describe('Redis Cluster under change', () => {
     // What the victim's replica holds now is what survives the kill: read it before traffic
     // resumes (and before the replica is promoted, which takes over a second).
     const replica = nodes.find((n) => !n.master && n.masterId === victim.id)
-    const survived = await hashCounts(replica.port, [...onVictim].map((id) => `fo:${id}`), '3600000000', { readonly: true })
+    const survived = await hashCounts(replica.port, [...onVictim].map((id) => `fo:${id}`), 3_600_000, { readonly: true })
 
     // Traffic until the store has answered 5 rounds in a row without a failure (after the
     // replica's promotion), for 30 s at most.

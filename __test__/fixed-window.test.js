@@ -166,11 +166,10 @@ describe('FixedWindow on Redis', () => {
     assert.equal(await redis.server.cli('TYPE', 'layout:u'), 'hash')
     const fields = (await redis.server.cli('HGETALL', 'layout:u')).split('\n')
     const hash = Object.fromEntries(fields.flatMap((v, i) => (i % 2 ? [] : [[v, fields[i + 1]]])))
+    // Field `<duration µs>:<window>`: the count in that window.
     assert.deepEqual(hash, {
-      1000000: '2',
-      '1000000:w': String(Math.floor((T0 + 1500) / SECOND)),
-      60000000: '2',
-      '60000000:w': String(Math.floor((T0 + 1500) / MINUTE)),
+      [`1000000:${Math.floor((T0 + 1500) / SECOND)}`]: '2',
+      [`60000000:${Math.floor((T0 + 1500) / MINUTE)}`]: '2',
     })
     const ttl = Number(await redis.server.cli('PTTL', 'layout:u'))
     assert.ok(ttl > 60_000 && ttl <= 61_000, `PTTL ${ttl}`)
@@ -202,7 +201,7 @@ describe('FixedWindow on Redis', () => {
     assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
   })
 
-  it('writes the same hash and TTL for a call alone under one limit (the short path of the script)', async () => {
+  it('writes the same hash and TTL for a call of one id under one limit (the script counts first)', async () => {
     const limiter = new FixedWindow({ client: redis.server.url, namespace: 'alone:', limits: [{ duration: MINUTE, limit: 3 }] })
     const fieldsOf = async () => {
       const fields = (await redis.server.cli('HGETALL', 'alone:u')).split('\n')
@@ -211,24 +210,69 @@ describe('FixedWindow on Redis', () => {
     const pttl = async () => Number(await redis.server.cli('PTTL', 'alone:u'))
     const window = Math.floor(T0 / MINUTE)
     assert.deepEqual(await limiter.consume('u', { now: T0, weight: 2 }), verdict(true, 0, 1, 3, MINUTE))
-    assert.deepEqual(await fieldsOf(), { 60000000: '2', '60000000:w': String(window) })
+    assert.deepEqual(await fieldsOf(), { [`60000000:${window}`]: '2' })
     assert.ok((await pttl()) > 60_000 && (await pttl()) <= 61_000, `PTTL ${await pttl()}`)
     // In the same window the TTL is left alone (shortened here to see it), and a refusal writes nothing.
     await redis.server.cli('PEXPIRE', 'alone:u', '5000')
     assert.deepEqual(await limiter.consume('u', { now: T0 + SECOND }), verdict(true, 0, 0, 3, MINUTE - SECOND))
     assert.deepEqual(await limiter.consume('u', { now: T0 + SECOND }), verdict(false, MINUTE - SECOND, 0, 3, MINUTE - SECOND))
-    assert.deepEqual(await fieldsOf(), { 60000000: '3', '60000000:w': String(window) })
+    assert.deepEqual(await fieldsOf(), { [`60000000:${window}`]: '3' })
     assert.ok((await pttl()) <= 5000, `PTTL ${await pttl()}`)
-    // The next window: counted from 0 there, and the TTL renewed.
+    // The next window: counted from 0 there, the ended window's field deleted, the TTL renewed.
     assert.deepEqual(await limiter.consume('u', { now: T0 + MINUTE }), verdict(true, 0, 2, 3, MINUTE))
-    assert.deepEqual(await fieldsOf(), { 60000000: '1', '60000000:w': String(window + 1) })
+    assert.deepEqual(await fieldsOf(), { [`60000000:${window + 1}`]: '1' })
     assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
     // A late call (a host with a slow clock) counts in the newer window the counter is in.
     assert.deepEqual(await limiter.consume('u', { now: T0 + 2 * SECOND }), verdict(true, 0, 1, 3, MINUTE - 2 * SECOND))
-    assert.deepEqual(await fieldsOf(), { 60000000: '2', '60000000:w': String(window + 1) })
+    assert.deepEqual(await fieldsOf(), { [`60000000:${window + 1}`]: '2' })
     // A peek writes nothing, not even for an id without a hash.
     await limiter.peek('v', { now: T0 })
     assert.equal(await redis.server.cli('EXISTS', 'alone:v'), '0')
+  })
+
+  it("counts an earlier version's hash (`<duration>` the count, `<duration>:w` the window) and moves it when it writes", async () => {
+    const limiter = new FixedWindow({ client: redis.server.url, namespace: 'earlier:', limits: [{ duration: MINUTE, limit: 5 }] })
+    const window = Math.floor(T0 / MINUTE)
+    const fieldsOf = async (key) => {
+      const fields = (await redis.server.cli('HGETALL', key)).split('\n')
+      return Object.fromEntries(fields.flatMap((v, i) => (i % 2 ? [] : [[v, fields[i + 1]]])))
+    }
+    const pttl = async (key) => Number(await redis.server.cli('PTTL', key))
+    // In the current window: its count counts, and moves to the window's field (TTL untouched).
+    await redis.server.cli('HSET', 'earlier:now', '60000000', '3', '60000000:w', String(window))
+    await redis.server.cli('PEXPIRE', 'earlier:now', '50000')
+    assert.deepEqual(await limiter.peek('now', { now: T0 + SECOND }), verdict(true, 0, 2, 5, MINUTE - SECOND))
+    assert.deepEqual(await limiter.consume('now', { now: T0 + SECOND }), verdict(true, 0, 1, 5, MINUTE - SECOND))
+    assert.deepEqual(await fieldsOf('earlier:now'), { [`60000000:${window}`]: '4' })
+    assert.ok((await pttl('earlier:now')) <= 50_000, `PTTL ${await pttl('earlier:now')}`)
+    // In an ended window: counted from 0, the old fields deleted, the TTL renewed.
+    await redis.server.cli('HSET', 'earlier:ended', '60000000', '5', '60000000:w', String(window - 1))
+    assert.deepEqual(await limiter.consume('ended', { now: T0 + SECOND }), verdict(true, 0, 4, 5, MINUTE - SECOND))
+    assert.deepEqual(await fieldsOf('earlier:ended'), { [`60000000:${window}`]: '1' })
+    assert.ok((await pttl('earlier:ended')) > 60_000, `PTTL ${await pttl('earlier:ended')}`)
+  })
+
+  it('keeps the counters of limiters that share a namespace in one hash, whose TTL none of them shortens', async () => {
+    const perSecond = new FixedWindow({ client: redis.server.url, namespace: 'both:', limits: [{ duration: SECOND, limit: 10 }] })
+    const perMinute = new FixedWindow({ client: redis.server.url, namespace: 'both:', limits: [{ duration: MINUTE, limit: 100 }] })
+    const start = Math.ceil(T0 / MINUTE) * MINUTE
+    const pttl = async () => Number(await redis.server.cli('PTTL', 'both:u'))
+    await perMinute.consume('u', { now: start })
+    assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
+    // The 1 s limiter's new windows set a TTL of 2 s, unless the hash has a longer one: the minute's
+    // count must outlive them.
+    assert.deepEqual(await perSecond.consume('u', { now: start }), verdict(true, 0, 9, 10, SECOND))
+    assert.ok((await pttl()) > 59_000, `PTTL ${await pttl()}`)
+    assert.deepEqual(await perSecond.consume('u', { now: start + 1500 }), verdict(true, 0, 9, 10, 500))
+    assert.deepEqual(await perSecond.consume('u', { now: start + 1600 }), verdict(true, 0, 8, 10, 400))
+    assert.ok((await pttl()) > 58_000, `PTTL ${await pttl()}`)
+    assert.deepEqual(await perMinute.consume('u', { now: start + 1600 }), verdict(true, 0, 98, 100, MINUTE - 1600))
+    const fields = (await redis.server.cli('HKEYS', 'both:u')).split('\n').sort()
+    assert.deepEqual(fields, [`1000000:${start / SECOND + 1}`, `60000000:${start / MINUTE}`])
+    // A TTL shorter than the limiter's own is renewed when its window moves.
+    await redis.server.cli('PEXPIRE', 'both:u', '1000')
+    await perSecond.consume('u', { now: start + 2100 })
+    assert.ok((await pttl()) > 1000, `PTTL ${await pttl()}`)
   })
 
   it('admits exactly the limit to concurrent callers', async () => {

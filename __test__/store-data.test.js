@@ -25,9 +25,9 @@ const NOW = { now: T }
 const LATER = { now: T + SECOND }
 
 // The layouts at T (see README, Algorithms). Fixed window, one limit of 5 per minute: field
-// `<duration µs>` the count, `<duration µs>:w` the window index.
-const FW_COUNT = String(MINUTE * 1000)
-const FW_WINDOW = `${FW_COUNT}:w`
+// `<duration µs>:<window index>` the count (earlier versions: `<duration µs>` the count,
+// `<duration µs>:w` the window index).
+const FW_DURATION = String(MINUTE * 1000)
 const FW_W = Math.floor(T / MINUTE)
 // Sliding window, 5 per minute in 10 s buckets: `<duration µs>:<precision µs>:<bucket>`, `...:o`.
 const SW = `${MINUTE * 1000}:${10 * SECOND * 1000}:`
@@ -168,11 +168,21 @@ function hashContent(fieldsWith) {
 }
 
 const FIXED_CONTENT = [
-  ...hashContent(({ count = '1', index = FW_W }) => [FW_COUNT, count, FW_WINDOW, index]),
+  ...hashContent(({ count = '1', index = FW_W }) => [`${FW_DURATION}:${index}`, count]),
   {
     name: 'a count of abc in an earlier window',
     kind: 'content',
-    create: (key) => r.hset(key, FW_COUNT, 'abc', FW_WINDOW, FW_W - 1),
+    create: (key) => r.hset(key, `${FW_DURATION}:${FW_W - 1}`, 'abc'),
+  },
+  {
+    name: 'a count of abc in the layout of earlier versions',
+    kind: 'content',
+    create: (key) => r.hset(key, FW_DURATION, 'abc', `${FW_DURATION}:w`, FW_W),
+  },
+  {
+    name: 'a window of -5 in the layout of earlier versions',
+    kind: 'content',
+    create: (key) => r.hset(key, FW_DURATION, '1', `${FW_DURATION}:w`, '-5'),
   },
 ]
 const SLIDING_CONTENT = hashContent(({ count = '1', index = SW_OLDEST }) => [`${SW}${SW_BUCKET}`, count, `${SW}o`, index])
@@ -368,10 +378,8 @@ describe('still reads what it and its peers write (controls for the checks above
     assert.deepEqual(await minute.consume('u', NOW), { allowed: true, timeLeft: 0, remaining: 4, limit: 5, resetAfter: 55_000 })
     assert.deepEqual(await second.peek('u', NOW), { allowed: true, timeLeft: 0, remaining: 1, limit: 2, resetAfter: 1000 })
     assert.deepEqual(await r.hgetall('ctl-fw:u'), {
-      1000000: '1',
-      '1000000:w': String(Math.floor(T / SECOND)),
-      [FW_COUNT]: '1',
-      [FW_WINDOW]: String(FW_W),
+      [`1000000:${Math.floor(T / SECOND)}`]: '1',
+      [`${FW_DURATION}:${FW_W}`]: '1',
     })
   })
 

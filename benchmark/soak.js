@@ -149,14 +149,16 @@ async function main() {
   const pipeline = redis.pipeline()
   for (const key of keys) {
     pipeline.pttl(key)
-    if (key.startsWith('soak:fw:')) pipeline.hget(key, '60000000')
+    if (key.startsWith('soak:fw:')) pipeline.hgetall(key)
     else pipeline.zcard(key)
   }
   const replies = (await pipeline.exec()).map(([error, value]) => (error ? String(error) : value))
   redis.disconnect()
   const problems = []
   keys.forEach((key, i) => {
-    const [ttl, held] = [replies[2 * i], replies[2 * i + 1]]
+    const [ttl, reply] = [replies[2 * i], replies[2 * i + 1]]
+    // A fixed window's hash: one field per limit, `<duration µs>:<window>` its count.
+    const held = typeof reply === 'object' ? (Object.values(reply)[0] ?? null) : reply
     if (!(ttl > 0)) problems.push(`${key} has no TTL (${ttl})`)
     const limit = key.startsWith('soak:fw:') ? WINDOW_LIMIT : ROLLING_LIMIT
     if (held !== null && !(Number(held) >= 0 && Number(held) <= limit)) problems.push(`${key} holds ${held}`)

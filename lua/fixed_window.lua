@@ -1,14 +1,22 @@
 -- Fixed window counters (src/fixed_window.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), answer_of(), each_counting_call(),
--- read_fields() and the scratch table `pair`.)
+-- (After lua/prelude.lua, which gives it now_of(), answer_of(), each_counting_call() and whole().)
 --
--- One hash per identifier, at namespace + id, holds every limit's counter: field `<duration>`
--- the count, field `<duration>:w` the index of the window it counts in (floor(now / duration),
--- aligned to the clock). A counter whose window has ended counts 0. Reading all the limits of an
--- identifier is one HGETALL (which also shows foreign fields), counting them one HSET: the cost
--- does not grow with the number of limits. A call judges every limit of every identifier first
--- and counts only when all admit it: only allowed actions are counted. A call alone of one
--- identifier under one limit takes a short path (below) to the same answer and writes.
+-- One hash per identifier, at namespace + id, holds every limit's counter: field
+-- `<duration>:<window>` (the duration in microseconds, the window's index floor(now / duration),
+-- aligned to the clock) = the count in that window. A limit keeps one field, of the newest window
+-- it counted in: a window that has ended counts 0, and its field is deleted when the counter
+-- moves to a new one. Other limiters that share the namespace keep their own durations' fields
+-- in the same hash. A call judges every limit of every identifier first and counts only when all
+-- admit it: only allowed actions are counted.
+--
+-- Two ways to the same answers and writes:
+-- - Counting first, for a call to consume of one identifier under one limit (what an app sends,
+--   a call per request): HINCRBY of the current window's field, then HLEN to see that the hash
+--   holds nothing else; a refused call gives the weight back. An allowed call costs Redis one
+--   write and one read, where reading first costs a read of the whole hash and a write.
+-- - Reading first, for every other call and whatever counting first does not expect (a new
+--   window in a hash that holds other fields, data that fails the checks, a write refused at
+--   maxmemory): the increment is undone, and the call is judged from an HGETALL.
 --
 -- ARGV[1]             L, the number of limits
 -- ARGV[2j], ARGV[2j+1] limit j's duration (microseconds) and limit (j = 1..L)
@@ -16,7 +24,8 @@
 --                     the weight back to the counters of the current windows (never below 0;
 --                     an identifier without a hash gets none)
 -- ARGV[2L+3]          the TTL of a hash, in milliseconds (the longest duration, plus a second),
---                     set when a counter moves to a new window: then it outlives every window
+--                     set when a counter moves to a new window (never shortened: limiters that
+--                     share the hash may count in longer windows): then it outlives every window
 --                     the hash counts in (each ends within its duration, at most the longest)
 -- ARGV[2L+4]          the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:      its number of identifiers N, its now (microseconds; "" for the server's
@@ -27,112 +36,247 @@
 -- N * L counts before this call (after it for "reward"; identifier-major), or the error message (a
 -- string) of a call that failed alone. src/fixed_window.rs judges from the counts the same way this
 -- script decided.
-
--- The hash's fields are limits' counters and windows (also of other limiters that share the
--- namespace, with other durations).
-local function counter_field(name)
-  return string.match(name, '^%d+$') or string.match(name, '^%d+:w$')
-end
-
--- One call alone, of one identifier under one limit, to consume or peek: what an app sends
--- under light load, a call per request. It decides as judge() below does, without the set-up a
--- batch needs (building its tables costs Redis more than the call's own work).
-if ARGV[1] == '1' and ARGV[6] == '+' and ARGV[7] == '1' and ARGV[4] ~= 'reward' then
-  local key, count_field, duration, limit = KEYS[1], ARGV[2], tonumber(ARGV[2]), tonumber(ARGV[3])
-  local now, weight = now_of(ARGV[8]), tonumber(ARGV[9])
-  local function alone()
-    local window_field = count_field .. ':w'
-    -- (Into the prelude's scratch `pair`: a table fewer to build.)
-    read_fields(key, { [count_field] = 1, [window_field] = 2 }, 2, pair, counter_field)
-    local stored_count, stored_window = pair[1], pair[2]
-    -- As judge(): a counter never moves back to an older window, and the TTL is renewed when
-    -- it moves to a new one.
-    local window, count = math.floor(now / duration), 0
-    local moved = not (stored_window and stored_window >= window)
-    if not moved then
-      count, window = stored_count or 0, stored_window
-    end
-    if ARGV[4] == 'consume' and count + weight <= limit then
-      if moved then
-        redis.call('HSET', key, count_field, count + weight, window_field, window)
-        redis.call('PEXPIRE', key, ARGV[5])
-      else
-        redis.call('HSET', key, count_field, count + weight)
-      end
-    end
-    return count
-  end
-  local answers = { answer_of(pcall(alone)) }
-  if server_now then
-    answers[2] = server_now
-  end
-  return answers
-end
+--
+-- Earlier versions kept a limit's count at field `<duration>` and its window at `<duration>:w`.
+-- Reading first takes such a pair as the counter it is, and moves it to the field of its window
+-- when it writes.
 
 local limit_count = tonumber(ARGV[1])
--- Limit j's fields: its count at slot 2j - 1 of a hash's fields as read_fields() reads them, its
--- window at slot 2j.
-local durations, limits, fields, slot_of = {}, {}, {}, {}
-for j = 1, limit_count do
-  durations[j] = tonumber(ARGV[2 * j])
-  limits[j] = tonumber(ARGV[2 * j + 1])
-  fields[2 * j - 1] = ARGV[2 * j]
-  fields[2 * j] = ARGV[2 * j] .. ':w'
-  slot_of[fields[2 * j - 1]] = 2 * j - 1
-  slot_of[fields[2 * j]] = 2 * j
-end
 local mode = ARGV[2 * limit_count + 2]
 local ttl = ARGV[2 * limit_count + 3]
 
--- Scratch tables, reused by every call of the batch (Redis CPU is per table built, so a call
--- builds none but its answer, and only when it has several counts): an identifier's stored
--- fields, each limit's current window (as of `windows_now`), the call's counts and the window
--- each counts in (identifier-major, from 1), per identifier (from 1) how many fields it had and
--- whether any of its counters moved to a new window, and the arguments of an HSET.
-local stored, windows, counts, counted, found, moved, values = {}, {}, {}, {}, {}, {}, {}
-local windows_now
-
--- Writes identifier i's counters (its key `key`, its counts from counts[first + 1]) plus `add`
--- (never below 0), with their windows when one moved.
-local function write(key, i, first, add)
-  local n = 0
-  for j = 1, limit_count do
-    values[n + 1] = fields[2 * j - 1]
-    values[n + 2] = math.max(0, counts[first + j] + add)
-    n = n + 2
-    if moved[i] then
-      values[n + 1] = fields[2 * j]
-      values[n + 2] = counted[first + j]
-      n = n + 2
-    end
-  end
-  redis.call('HSET', key, unpack(values, 1, n))
+-- The field of a duration's (a string, as in ARGV) window: '%d' writes every whole number up to
+-- 2^53 in full, where Lua's own conversion would write 1e+15.
+local function field_of(duration, window)
+  return duration .. ':' .. string.format('%d', window)
 end
 
-local function judge(first_key, id_count, now, weight)
-  if now ~= windows_now then
-    for j = 1, limit_count do
-      windows[j] = math.floor(now / durations[j])
+-- Sets the hash's TTL when it would otherwise expire sooner: another limiter sharing it may have
+-- set a longer one (`others` says whether the hash holds other limiters' fields).
+local function keep_alive(key, others)
+  if others and redis.call('PTTL', key) >= tonumber(ttl) then
+    return
+  end
+  redis.call('PEXPIRE', key, ttl)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Counting first (L = 1, "consume", one identifier).
+
+local duration, limit = ARGV[2], tonumber(ARGV[3])
+-- The field of the current window, as of `field_now`, and the weight as an argument.
+local field, field_now, weight_arg, weight_of_arg
+
+-- Whether every field of the hash at `key` but `field` is another limiter's counter, which this
+-- one leaves alone: `<duration>:<window>` of another duration, holding a whole number below 10^15
+-- (reading first checks the rest).
+local function only_other_counters(key)
+  local flat = redis.call('HGETALL', key)
+  for f = 1, #flat, 2 do
+    local name, value = flat[f], flat[f + 1]
+    if name ~= field then
+      local other = string.match(name, '^(%d+):%d+$')
+      if not other or other == duration or #value > 15 or not string.match(value, '^%d+$') then
+        return false
+      end
     end
-    windows_now = now
+  end
+  return true
+end
+
+-- Takes back the weight counting first added to the hash at `key` (the field it created, when
+-- `fresh`).
+local function undo(key, fresh)
+  if fresh then
+    redis.call('HDEL', key, field)
+  else
+    redis.call('HINCRBY', key, field, '-' .. weight_arg)
+  end
+end
+
+-- The count before a call to consume `weight` at `now` of the identifier at `key`, counted when
+-- allowed; or nil, with nothing changed, when reading first must answer.
+local function count_first(key, now, weight)
+  if weight > limit then
+    return nil
+  end
+  if now ~= field_now then
+    field, field_now = field_of(duration, math.floor(now / tonumber(duration))), now
+  end
+  if weight ~= weight_of_arg then
+    weight_arg, weight_of_arg = string.format('%d', weight), weight
+  end
+  local count = redis.pcall('HINCRBY', key, field, weight_arg)
+  if type(count) ~= 'number' then
+    -- WRONGTYPE, a field that holds no integer, maxmemory: nothing was written.
+    return nil
+  end
+  local before = count - weight
+  -- A count of `weight` is a new window's (or one a reward took to 0: undone, it is deleted, which
+  -- counts the same but for a late call, only in a hash that reading first then answers).
+  local fresh = before == 0
+  -- Other fields: other limiters' counters are fine; anything else (this limit's other windows,
+  -- the earlier layout, foreign fields) and a count out of range are for reading first.
+  local shared = redis.call('HLEN', key) ~= 1
+  if (shared and not only_other_counters(key)) or before < 0 or before >= 9007199254740992 then
+    undo(key, fresh)
+    return nil
+  end
+  if fresh then
+    keep_alive(key, shared)
+  end
+  if count > limit then
+    undo(key, fresh)
+  end
+  return before
+end
+
+---------------------------------------------------------------------------------------------------
+-- Reading first (any L, mode and number of identifiers).
+
+-- Set up on first use (each table costs Redis CPU to build, which counting first does without):
+-- each limit's duration (a string, as in ARGV, and a number) and limit, and j by duration; and
+-- scratch tables, reused by every call of the batch (identifier-major from 1, n = (i - 1) * L + j):
+-- each counter's count and the window it counts in, and whether that window holds a count; while
+-- an identifier's hash is read, each limit's newest window, its count and its field, and the count
+-- and window of the earlier layout; the fields to delete (older windows, the earlier layout) of
+-- every identifier, stale_to[i] the last of identifier i's; per identifier, whether it had a
+-- counter of this limiter, and whether its hash holds other limiters' fields. And the arguments
+-- of an HSET.
+local durations, duration_numbers, limits, limit_of
+local counts, counted, exists, newest, newest_count, newest_field, old_count, old_window
+local stale, stale_to, found, shared, values
+local stale_count
+
+local function set_up()
+  durations, duration_numbers, limits, limit_of = {}, {}, {}, {}
+  for j = 1, limit_count do
+    durations[j] = ARGV[2 * j]
+    duration_numbers[j] = tonumber(ARGV[2 * j])
+    limits[j] = tonumber(ARGV[2 * j + 1])
+    limit_of[ARGV[2 * j]] = j
+  end
+  counts, counted, exists, newest, newest_count, newest_field = {}, {}, {}, {}, {}, {}
+  old_count, old_window, stale, stale_to, found, shared, values = {}, {}, {}, {}, {}, {}, {}
+end
+
+local function mark_stale(name)
+  stale_count = stale_count + 1
+  stale[stale_count] = name
+end
+
+-- Reads one field of identifier i's hash at `key` into the scratch tables.
+local function read_field(key, i, name, value)
+  local field_duration, window = string.match(name, '^(%d+):(%d+)$')
+  local j = limit_of[field_duration or name]
+  if field_duration and j then
+    window, value = whole(key, name, window), whole(key, name, value)
+    found[i] = true
+    if not newest[j] or window > newest[j] then
+      if newest[j] then
+        mark_stale(newest_field[j])
+      end
+      newest[j], newest_count[j], newest_field[j] = window, value, name
+    else
+      mark_stale(name)
+    end
+  elseif j then
+    old_count[j] = whole(key, name, value)
+    mark_stale(name)
+  else
+    local old = string.match(name, '^(%d+):w$')
+    j = limit_of[old]
+    if j then
+      old_window[j] = whole(key, name, value)
+      mark_stale(name)
+    elseif field_duration or old or string.match(name, '^%d+$') then
+      -- Another limiter's counter (or the earlier layout's).
+      whole(key, name, value)
+      shared[i] = true
+    else
+      corrupt(key, 'holds a field ' .. name)
+    end
+  end
+end
+
+-- Reads identifier i's hash into the scratch tables, as of the windows at `now`.
+local function read(key, i, now)
+  for j = 1, limit_count do
+    newest[j], newest_field[j], old_count[j], old_window[j] = false, false, false, false
+  end
+  stale_count = i > 1 and stale_to[i - 1] or 0
+  found[i], shared[i] = false, false
+  local flat = redis.call('HGETALL', key)
+  for f = 1, #flat, 2 do
+    read_field(key, i, flat[f], flat[f + 1])
+  end
+  local n = (i - 1) * limit_count
+  for j = 1, limit_count do
+    -- The earlier layout's pair is the counter of its window.
+    local old = old_window[j]
+    if old then
+      found[i] = true
+      if newest[j] == old then
+        newest_count[j] = newest_count[j] + (old_count[j] or 0)
+      elseif not newest[j] or old > newest[j] then
+        if newest[j] then
+          mark_stale(newest_field[j])
+        end
+        -- (Its own fields are stale already.)
+        newest[j], newest_count[j], newest_field[j] = old, old_count[j] or 0, false
+      end
+    end
+    -- A counter never moves back to an older window: a late call (a host with a slow clock)
+    -- counts in the newer window it is in (see Counters in src/fixed_window.rs).
+    local window = math.floor(now / duration_numbers[j])
+    if newest[j] and newest[j] >= window then
+      counts[n + j], counted[n + j], exists[n + j] = newest_count[j], newest[j], true
+    else
+      counts[n + j], counted[n + j], exists[n + j] = 0, window, false
+      if newest_field[j] then
+        mark_stale(newest_field[j])
+      end
+    end
+  end
+  stale_to[i] = stale_count
+end
+
+-- Writes identifier i's counters (its key `key`, counts from counts[first + 1]) plus `add` (never
+-- below 0): every limit's for a consume, for a reward those of windows that hold a count (a
+-- counter rewarded to 0 stays in its window: a late call still counts there). Deletes the stale
+-- fields read, and keeps the hash alive when a counter moved to a new window.
+local function write(key, i, first, add)
+  local n, moved = 0, false
+  for j = 1, limit_count do
+    if mode == 'consume' or exists[first + j] then
+      values[n + 1] = field_of(durations[j], counted[first + j])
+      values[n + 2] = string.format('%d', math.max(0, counts[first + j] + add))
+      n = n + 2
+      moved = moved or not exists[first + j]
+    end
+  end
+  if n > 0 then
+    redis.call('HSET', key, unpack(values, 1, n))
+  end
+  local from = i > 1 and stale_to[i - 1] or 0
+  if stale_to[i] > from then
+    redis.call('HDEL', key, unpack(stale, from + 1, stale_to[i]))
+  end
+  if moved then
+    keep_alive(key, shared[i])
+  end
+end
+
+local function read_first(first_key, id_count, now, weight)
+  if not durations then
+    set_up()
   end
   local allowed, n = true, 0
   for i = 1, id_count do
-    found[i] = read_fields(KEYS[first_key + i - 1], slot_of, 2 * limit_count, stored, counter_field)
-    moved[i] = false
+    read(KEYS[first_key + i - 1], i, now)
     for j = 1, limit_count do
-      -- A counter never moves back to an older window: a late call (a host with a slow clock)
-      -- counts in the newer window it is in (see Counters in src/fixed_window.rs).
-      local count, window = 0, windows[j]
-      local stored_window = stored[2 * j]
-      if stored_window and stored_window >= window then
-        count, window = stored[2 * j - 1] or 0, stored_window
-      else
-        moved[i] = true
-      end
       n = n + 1
-      counts[n], counted[n] = count, window
-      if count + weight > limits[j] then
+      if counts[n] + weight > limits[j] then
         allowed = false
       end
     end
@@ -140,22 +284,14 @@ local function judge(first_key, id_count, now, weight)
   if mode == 'consume' then
     if allowed then
       for i = 1, id_count do
-        local key = KEYS[first_key + i - 1]
-        -- The windows are written only when one moved: fewer fields, less work for Redis. So is
-        -- the TTL: set when any counter moves to a new window (not only the longest limit's:
-        -- a shorter window can end after the longest one's, with durations of 40 s and 60 s).
-        write(key, i, (i - 1) * limit_count, weight)
-        if moved[i] then
-          redis.call('PEXPIRE', key, ttl)
-        end
+        write(KEYS[first_key + i - 1], i, (i - 1) * limit_count, weight)
       end
     end
   elseif mode == 'reward' then
-    -- The counts after the refund, of identifiers that had a hash (others get none).
+    -- The counts after the refund, of counters whose window holds a count.
     for i = 1, id_count do
-      if found[i] > 0 then
+      if found[i] then
         local first = (i - 1) * limit_count
-        moved[i] = false
         write(KEYS[first_key + i - 1], i, first, -weight)
         for j = 1, limit_count do
           counts[first + j] = math.max(0, counts[first + j] - weight)
@@ -173,4 +309,17 @@ local function judge(first_key, id_count, now, weight)
   return answer
 end
 
-return each_counting_call(2 * limit_count + 4, judge)
+---------------------------------------------------------------------------------------------------
+
+-- Counting first cannot fail once its HINCRBY has (the calls after it touch a hash it wrote, and
+-- Redis refuses no write at maxmemory after a script's first), so it runs without a pcall.
+local try_first
+if limit_count == 1 and mode == 'consume' then
+  try_first = function(first_key, id_count, now, weight)
+    if id_count == 1 then
+      return count_first(KEYS[first_key], now, weight)
+    end
+  end
+end
+
+return each_counting_call(2 * limit_count + 4, read_first, try_first)

@@ -49,16 +49,22 @@ end
 -- of identifiers N, its now and its weight (read once per run of calls that share them); its N
 -- keys follow the previous call's in KEYS. judge(first_key, N, now, weight) answers a call with
 -- its values, a table, or a number when there is one (a table costs Redis more to build and
--- send). Then, when a call had no now of its own, the server's now follows once for the batch
--- (src/store/batch.rs).
-local function each_counting_call(first_arg, judge)
+-- send). `try_first`, when given, is asked first, with the same arguments and without pcall (a
+-- pcall per call costs Redis more than a short path's own work): a path that cannot fail, which
+-- answers nil (having changed nothing) for judge to answer. Then, when a call had no now of its
+-- own, the server's now follows once for the batch (src/store/batch.rs).
+local function each_counting_call(first_arg, judge, try_first)
   local answers, next_key, read_arg, id_count, now, weight = {}, 1
   for call, arg in each_call(first_arg, 3) do
     if arg ~= read_arg then
       id_count, now, weight = tonumber(ARGV[arg]), now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
       read_arg = arg
     end
-    answers[call] = answer_of(pcall(judge, next_key, id_count, now, weight))
+    local answer = try_first and try_first(next_key, id_count, now, weight)
+    if answer == nil then
+      answer = answer_of(pcall(judge, next_key, id_count, now, weight))
+    end
+    answers[call] = answer
     next_key = next_key + id_count
   end
   if server_now then

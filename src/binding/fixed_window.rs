@@ -36,7 +36,9 @@ pub struct FixedWindowLimit {
 pub struct FixedWindowOptions {
     /// 1 to 16 limits, all checked (and counted) together. Required.
     pub limits: Vec<FixedWindowLimit>,
-    /// Prefix of the Redis keys: an id's counters are a hash at `namespace + id`.
+    /// Prefix of the Redis keys: an id's counters are a hash at `namespace + id`, per limit the
+    /// field `<duration µs>:<window index>` holding its count. Limiters sharing a namespace keep
+    /// their counters in the same hashes (limits of the same duration share a counter).
     /// Default `'ratekeeper:fixed:'`. Ignored in memory.
     pub namespace: Option<String>,
 }
