@@ -13,7 +13,7 @@ const assert = require('node:assert/strict')
 const { inspect } = require('node:util')
 const IORedis = require('ioredis')
 
-const { RateLimiter, RedisRateLimiter, SlidingLog, FixedWindow, SlidingWindow, createRateLimit, createClient } = require('..')
+const { RateLimiter, RedisRateLimiter, SlidingLog, FixedWindow, SlidingWindow, SlidingTail, createRateLimit, createClient } = require('..')
 const { startRedis } = require('./helpers/redis-server.js')
 
 const SECOND = 1000
@@ -398,6 +398,26 @@ describe('still reads what it and its peers write (controls for the checks above
     assert.equal(await limiter.count('u', 60, NOW), 3)
     assert.equal(await limiter.addCount('u', 60, NOW), 4)
   })
+})
+
+describe('limiters that share a namespace share an id hash, whose TTL none of them shortens', () => {
+  // A limiter of 1 s sets a TTL of a few seconds when its window (or bucket) moves: were it to
+  // replace the minute limiter's TTL, the minute's count would expire with it, and the minute
+  // limiter would then admit a full limit again.
+  for (const Limiter of [FixedWindow, SlidingWindow, SlidingTail]) {
+    it(`${Limiter.name}`, async () => {
+      const namespace = `share-${Limiter.name}:`
+      const minute = new Limiter({ client: redis.url, namespace, limits: [{ duration: MINUTE, limit: 5 }] })
+      const second = new Limiter({ client: redis.url, namespace, limits: [{ duration: SECOND, limit: 2 }] })
+      await minute.consume('u', NOW)
+      for (const at of [T, T + 1500, T + 2600]) {
+        assert.equal((await second.consume('u', { now: at })).allowed, true)
+        const pttl = await r.pttl(`${namespace}u`)
+        assert.ok(pttl > MINUTE - 1000, `PTTL ${pttl} after the 1 s limiter counted at +${at - T} ms`)
+      }
+      assert.equal((await minute.peek('u', { now: T + 2600 })).remaining, 4)
+    })
+  }
 })
 
 describe('reset and clear delete whatever is at the id key, and nothing else', () => {

@@ -1,5 +1,6 @@
 -- Fixed window counters (src/fixed_window.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), answer_of(), each_counting_call() and whole().)
+-- (After lua/prelude.lua, which gives it each_counting_call(), whole(), corrupt() and
+-- keep_alive().)
 --
 -- One hash per identifier, at namespace + id, holds every limit's counter: field
 -- `<duration>:<window>` (the duration in microseconds, the window's index floor(now / duration),
@@ -24,9 +25,9 @@
 --                     the weight back to the counters of the current windows (never below 0;
 --                     an identifier without a hash gets none)
 -- ARGV[2L+3]          the TTL of a hash, in milliseconds (the longest duration, plus a second),
---                     set when a counter moves to a new window (never shortened: limiters that
---                     share the hash may count in longer windows): then it outlives every window
---                     the hash counts in (each ends within its duration, at most the longest)
+--                     set when a counter moves to a new window (never shortened: see
+--                     keep_alive in lua/prelude.lua): then it outlives every window the hash
+--                     counts in (each ends within its duration, at most the longest)
 -- ARGV[2L+4]          the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:      its number of identifiers N, its now (microseconds; "" for the server's
 --                     clock) and its weight
@@ -49,15 +50,6 @@ local ttl = ARGV[2 * limit_count + 3]
 -- 2^53 in full, where Lua's own conversion would write 1e+15.
 local function field_of(duration, window)
   return duration .. ':' .. string.format('%d', window)
-end
-
--- Sets the hash's TTL when it would otherwise expire sooner: another limiter sharing it may have
--- set a longer one (`others` says whether the hash holds other limiters' fields).
-local function keep_alive(key, others)
-  if others and redis.call('PTTL', key) >= tonumber(ttl) then
-    return
-  end
-  redis.call('PEXPIRE', key, ttl)
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -123,7 +115,7 @@ local function count_first(key, now, weight)
     return nil
   end
   if fresh then
-    keep_alive(key, shared)
+    keep_alive(key, ttl, not shared)
   end
   if count > limit then
     undo(key, fresh)
@@ -263,7 +255,7 @@ local function write(key, i, first, add)
     redis.call('HDEL', key, unpack(stale, from + 1, stale_to[i]))
   end
   if moved then
-    keep_alive(key, shared[i])
+    keep_alive(key, ttl, not shared[i])
   end
 end
 

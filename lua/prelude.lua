@@ -73,6 +73,16 @@ local function each_counting_call(first_arg, judge, try_first)
   return answers
 end
 
+-- Sets the TTL of the hash at `key` to `ttl_ms` unless it has a longer one: limiters that share a
+-- namespace share an id's hash, each giving it the TTL its own counters need, and none may cut
+-- another's short. `alone` says the hash holds no other limiter's fields (no PTTL to read).
+local function keep_alive(key, ttl_ms, alone)
+  if not alone and redis.call('PTTL', key) >= tonumber(ttl_ms) then
+    return
+  end
+  redis.call('PEXPIRE', key, ttl_ms)
+end
+
 -- Data this limiter did not write at its key (a key of another type is WRONGTYPE already): the
 -- call fails alone with a message naming the key, before anything is written.
 local function corrupt(key, what)

@@ -1,6 +1,6 @@
 -- The sliding tail (src/sliding_tail.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), each_counting_call(), whole(), corrupt() and
--- read_fields().)
+-- (After lua/prelude.lua, which gives it now_of(), each_counting_call(), whole(), corrupt(),
+-- read_fields() and keep_alive().)
 --
 -- One hash per identifier, at namespace + id, holds every limit's counters: field `<duration>`
 -- the count of the window `<duration>:w` (floor(now / duration), aligned to the clock), field
@@ -20,7 +20,8 @@
 -- ARGV[2L+3]           the TTL of a hash, in milliseconds (twice the longest duration, plus a
 --                      second), set when a counter moves to a new window (then it outlives every
 --                      window the hash counts in, and the one after it); longer, and set on every
---                      write, for counters in a window ahead of now
+--                      write, for counters in a window ahead of now (never shortened: see
+--                      keep_alive in lua/prelude.lua)
 -- ARGV[2L+4]           the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:       its number of identifiers N, its now (microseconds; "" for the server's
 --                      clock) and its weight
@@ -197,7 +198,7 @@ local function judge(first_key, id_count, now, weight)
       end
       redis.call('HSET', key, unpack(values, 1, n))
       if moved or ahead then
-        redis.call('PEXPIRE', key, ttl_of(now, windows, now_windows))
+        keep_alive(key, ttl_of(now, windows, now_windows))
       end
     end
   end

@@ -1,5 +1,6 @@
 -- The precision sliding window (src/sliding_window.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), answer_of() and each_counting_call().)
+-- (After lua/prelude.lua, which gives it now_of(), answer_of(), each_counting_call() and
+-- keep_alive().)
 --
 -- The layout is the seed's (over_limit_sliding_window): one hash per identifier, at
 -- namespace + id, holds every limit's buckets: field `<duration>:<precision>:<bucket>` the
@@ -17,7 +18,8 @@
 -- ARGV[4L+3]               the TTL of a hash, in milliseconds (the longest duration, plus a
 --                          second), set when a call counts in a bucket that had no field yet: a
 --                          bucket matters for a duration after it began, and the TTL set at its
---                          first count outlives that
+--                          first count outlives that (never shortened: see keep_alive in
+--                          lua/prelude.lua)
 -- ARGV[4L+4]               the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:           its number of identifiers N, its now (microseconds; "" for the
 --                          server's clock) and its weight
@@ -150,7 +152,7 @@ local function judge(first_key, id_count, now, weight)
     for w = 1, writes do
       if write_fresh[w] and write_keys[w] ~= renewed then
         renewed = write_keys[w]
-        redis.call('PEXPIRE', renewed, ttl)
+        keep_alive(renewed, ttl)
       end
     end
   end
