@@ -123,6 +123,15 @@ local function count_first(key, now, weight)
   return before
 end
 
+-- A batch of one such call (what an app sends under light load, a request at a time) is answered
+-- here when counting first can, before the set-up below.
+if limit_count == 1 and mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
+  local count = count_first(KEYS[1], now_of(ARGV[8]), tonumber(ARGV[9]))
+  if count then
+    return { count, server_now }
+  end
+end
+
 ---------------------------------------------------------------------------------------------------
 -- Reading first (any L, mode and number of identifiers).
 
