@@ -230,6 +230,31 @@ describe('FixedWindow on Redis', () => {
     assert.equal(await redis.server.cli('EXISTS', 'alone:v'), '0')
   })
 
+  it('counts first: an allowed call costs Redis an HINCRBY and an HLEN (a new window: HGETALL, HDEL of the ended one, PEXPIRE)', async () => {
+    const limiter = new FixedWindow({ client: redis.server.url, namespace: 'cost:', limits: [{ duration: MINUTE, limit: 2 }] })
+    await limiter.consume('warm-up', { now: T0 })
+    // The commands a call makes Redis run (scripts' own included), from INFO commandstats.
+    const counted = new Set(['evalsha', 'time', 'hincrby', 'hlen', 'hgetall', 'hset', 'hdel', 'pexpire', 'pttl'])
+    const commandsOf = async (call) => {
+      await redis.server.cli('CONFIG', 'RESETSTAT')
+      await call()
+      const stats = await redis.server.cli('INFO', 'commandstats')
+      const counts = {}
+      for (const [, name, calls] of stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) {
+        if (counted.has(name)) counts[name] = Number(calls)
+      }
+      return counts
+    }
+    assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 })), { evalsha: 1, hincrby: 1, hgetall: 1, pexpire: 1 })
+    assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 + SECOND })), { evalsha: 1, hincrby: 1, hlen: 1 })
+    // Refused: the weight is given back.
+    assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 + SECOND })), { evalsha: 1, hincrby: 2, hlen: 1 })
+    assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 + MINUTE })), { evalsha: 1, hincrby: 1, hgetall: 1, hdel: 1, pexpire: 1 })
+    // A late call: counting first undoes its increment, and reading first counts it in the newer window.
+    assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 + 2 * SECOND })), { evalsha: 1, hincrby: 1, hgetall: 2, hdel: 1, hset: 1 })
+    assert.deepEqual((await limiter.peek('u', { now: T0 + MINUTE })).remaining, 0)
+  })
+
   it("counts an earlier version's hash (`<duration>` the count, `<duration>:w` the window) and moves it when it writes", async () => {
     const limiter = new FixedWindow({ client: redis.server.url, namespace: 'earlier:', limits: [{ duration: MINUTE, limit: 5 }] })
     const window = Math.floor(T0 / MINUTE)

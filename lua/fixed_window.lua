@@ -13,11 +13,12 @@
 -- Two ways to the same answers and writes:
 -- - Counting first, for a call to consume of one identifier under one limit (what an app sends,
 --   a call per request): HINCRBY of the current window's field, then HLEN to see that the hash
---   holds nothing else; a refused call gives the weight back. An allowed call costs Redis one
---   write and one read, where reading first costs a read of the whole hash and a write.
--- - Reading first, for every other call and whatever counting first does not expect (a new
---   window in a hash that holds other fields, data that fails the checks, a write refused at
---   maxmemory): the increment is undone, and the call is judged from an HGETALL.
+--   holds nothing else (HGETALL, when the field is new: the ended window's field is deleted); a
+--   refused call gives the weight back. An allowed call costs Redis one write and one read, where
+--   reading first costs a read of the whole hash and a write.
+-- - Reading first, for every other call and whatever counting first does not expect (a late
+--   call, data that fails the checks, a write refused at maxmemory): the increment is undone,
+--   and the call is judged from an HGETALL.
 --
 -- ARGV[1]             L, the number of limits
 -- ARGV[2j], ARGV[2j+1] limit j's duration (microseconds) and limit (j = 1..L)
@@ -56,24 +57,36 @@ end
 -- Counting first (L = 1, "consume", one identifier).
 
 local duration, limit = ARGV[2], tonumber(ARGV[3])
--- The field of the current window, as of `field_now`, and the weight as an argument.
-local field, field_now, weight_arg, weight_of_arg
+-- The field of the current window (and the window), as of `field_now`, and the weight as an
+-- argument.
+local field, field_window, field_now, weight_arg, weight_of_arg
 
--- Whether every field of the hash at `key` but `field` is another limiter's counter, which this
--- one leaves alone: `<duration>:<window>` of another duration, holding a whole number below 10^15
--- (reading first checks the rest).
-local function only_other_counters(key)
-  local flat = redis.call('HGETALL', key)
+-- Reads the hash at `key` beside `field` (the current window's, `window`): whether it holds other
+-- limiters' counters (`<duration>:<window>` of another duration, holding a whole number below
+-- 10^15), and how many fields of this limit's ended windows, put into `ended`; or nil when it
+-- holds anything else (a newer window of this limit, for a late call; the earlier layout;
+-- foreign fields), for reading first to answer and check.
+local ended
+local function other_fields(key, window)
+  local flat, others, ended_count = redis.call('HGETALL', key), false, 0
   for f = 1, #flat, 2 do
     local name, value = flat[f], flat[f + 1]
     if name ~= field then
-      local other = string.match(name, '^(%d+):%d+$')
-      if not other or other == duration or #value > 15 or not string.match(value, '^%d+$') then
-        return false
+      local other, other_window = string.match(name, '^(%d+):(%d+)$')
+      if not other or #value > 15 or not string.match(value, '^%d+$') then
+        return nil
+      elseif other ~= duration then
+        others = true
+      elseif tonumber(other_window) < window then
+        ended = ended or {}
+        ended_count = ended_count + 1
+        ended[ended_count] = name
+      else
+        return nil
       end
     end
   end
-  return true
+  return others, ended_count
 end
 
 -- Takes back the weight counting first added to the hash at `key` (the field it created, when
@@ -93,7 +106,8 @@ local function count_first(key, now, weight)
     return nil
   end
   if now ~= field_now then
-    field, field_now = field_of(duration, math.floor(now / tonumber(duration))), now
+    field_window = math.floor(now / tonumber(duration))
+    field, field_now = field_of(duration, field_window), now
   end
   if weight ~= weight_of_arg then
     weight_arg, weight_of_arg = string.format('%d', weight), weight
@@ -107,15 +121,26 @@ local function count_first(key, now, weight)
   -- A count of `weight` is a new window's (or one a reward took to 0: undone, it is deleted, which
   -- counts the same but for a late call, only in a hash that reading first then answers).
   local fresh = before == 0
-  -- Other fields: other limiters' counters are fine; anything else (this limit's other windows,
-  -- the earlier layout, foreign fields) and a count out of range are for reading first.
-  local shared = redis.call('HLEN', key) ~= 1
-  if (shared and not only_other_counters(key)) or before < 0 or before >= 9007199254740992 then
+  -- A new window's field may have the ended window's beside it; a counter's field, nothing but
+  -- other limiters' counters (it was checked when created). Anything else, and a count out of
+  -- range, are for reading first.
+  local others, ended_count = false, 0
+  if fresh or redis.call('HLEN', key) ~= 1 then
+    others, ended_count = other_fields(key, field_window)
+    if others == nil or (ended_count > 0 and not fresh) then
+      undo(key, fresh)
+      return nil
+    end
+  end
+  if before < 0 or before >= 9007199254740992 then
     undo(key, fresh)
     return nil
   end
+  if ended_count > 0 then
+    redis.call('HDEL', key, unpack(ended, 1, ended_count))
+  end
   if fresh then
-    keep_alive(key, ttl, not shared)
+    keep_alive(key, ttl, not others)
   end
   if count > limit then
     undo(key, fresh)
@@ -124,12 +149,14 @@ local function count_first(key, now, weight)
 end
 
 -- A batch of one such call (what an app sends under light load, a request at a time) is answered
--- here when counting first can, before the set-up below.
-if limit_count == 1 and mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
+-- here when counting first can, before the set-up below (and otherwise not tried again there).
+local counts_first = limit_count == 1 and mode == 'consume'
+if counts_first and ARGV[6] == '+' and ARGV[7] == '1' then
   local count = count_first(KEYS[1], now_of(ARGV[8]), tonumber(ARGV[9]))
   if count then
     return { count, server_now }
   end
+  counts_first = false
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -315,7 +342,7 @@ end
 -- Counting first cannot fail once its HINCRBY has (the calls after it touch a hash it wrote, and
 -- Redis refuses no write at maxmemory after a script's first), so it runs without a pcall.
 local try_first
-if limit_count == 1 and mode == 'consume' then
+if counts_first then
   try_first = function(first_key, id_count, now, weight)
     if id_count == 1 then
       return count_first(KEYS[first_key], now, weight)
