@@ -12,7 +12,7 @@ const path = require('node:path')
 
 const { FixedWindow, RedisStore } = require('..')
 const { startRedis, freePort, serverSupports } = require('./helpers/redis-server.js')
-const { fixedWindowCount } = require('./helpers/hash-counts.js')
+const { hashOf, fixedWindowCount } = require('./helpers/hash-counts.js')
 
 /** Makes a CA, a server certificate for `redis.test` only (no IP), and a client certificate. */
 function makeCertificates(dir) {
@@ -87,9 +87,7 @@ describe('TLS', { skip: !serverSupports.tls && 'this redis-server was built with
     })
     assert.equal(again.remaining, 3)
     // It went over TLS: the plain port holds the same data.
-    const fields = (await server.cli('HGETALL', 'ratekeeper:fixed:a')).split('\n')
-    const hash = Object.fromEntries(fields.flatMap((v, i) => (i % 2 ? [] : [[v, fields[i + 1]]])))
-    assert.equal(fixedWindowCount(hash, 60_000), 2)
+    assert.equal(fixedWindowCount(await hashOf(server, 'ratekeeper:fixed:a'), 60_000), 2)
   })
 
   it('refuses a certificate from another CA, or for another name, with a clear error', async () => {

@@ -7,6 +7,7 @@ const assert = require('node:assert/strict')
 
 const { FixedWindow, RedisStore } = require('..')
 const { useRedisServer, startCluster, serverSupports } = require('./helpers/redis-server.js')
+const { hashOf } = require('./helpers/hash-counts.js')
 
 const redis = useRedisServer()
 let namespaceCounter = 0
@@ -164,8 +165,7 @@ describe('FixedWindow on Redis', () => {
     const limiter = new FixedWindow({ client: redis.server.url, namespace: 'layout:', limits: [{ duration: SECOND, limit: 5 }, { duration: MINUTE, limit: 50 }] })
     await limiter.consume('u', { now: T0 + 1500, weight: 2 })
     assert.equal(await redis.server.cli('TYPE', 'layout:u'), 'hash')
-    const fields = (await redis.server.cli('HGETALL', 'layout:u')).split('\n')
-    const hash = Object.fromEntries(fields.flatMap((v, i) => (i % 2 ? [] : [[v, fields[i + 1]]])))
+    const hash = await hashOf(redis.server, 'layout:u')
     // Field `<duration µs>:<window>`: the count in that window.
     assert.deepEqual(hash, {
       [`1000000:${Math.floor((T0 + 1500) / SECOND)}`]: '2',
@@ -203,10 +203,7 @@ describe('FixedWindow on Redis', () => {
 
   it('writes the same hash and TTL for a call of one id under one limit (the script counts first)', async () => {
     const limiter = new FixedWindow({ client: redis.server.url, namespace: 'alone:', limits: [{ duration: MINUTE, limit: 3 }] })
-    const fieldsOf = async () => {
-      const fields = (await redis.server.cli('HGETALL', 'alone:u')).split('\n')
-      return Object.fromEntries(fields.flatMap((v, i) => (i % 2 ? [] : [[v, fields[i + 1]]])))
-    }
+    const fieldsOf = () => hashOf(redis.server, 'alone:u')
     const pttl = async () => Number(await redis.server.cli('PTTL', 'alone:u'))
     const window = Math.floor(T0 / MINUTE)
     assert.deepEqual(await limiter.consume('u', { now: T0, weight: 2 }), verdict(true, 0, 1, 3, MINUTE))
@@ -258,10 +255,7 @@ describe('FixedWindow on Redis', () => {
   it("counts an earlier version's hash (`<duration>` the count, `<duration>:w` the window) and moves it when it writes", async () => {
     const limiter = new FixedWindow({ client: redis.server.url, namespace: 'earlier:', limits: [{ duration: MINUTE, limit: 5 }] })
     const window = Math.floor(T0 / MINUTE)
-    const fieldsOf = async (key) => {
-      const fields = (await redis.server.cli('HGETALL', key)).split('\n')
-      return Object.fromEntries(fields.flatMap((v, i) => (i % 2 ? [] : [[v, fields[i + 1]]])))
-    }
+    const fieldsOf = (key) => hashOf(redis.server, key)
     const pttl = async (key) => Number(await redis.server.cli('PTTL', key))
     // In the current window: its count counts, and moves to the window's field (TTL untouched).
     await redis.server.cli('HSET', 'earlier:now', '60000000', '3', '60000000:w', String(window))

@@ -3,6 +3,17 @@
 const IORedis = require('ioredis')
 
 /**
+ * The hash at `key` on a test server (see helpers/redis-server.js), read with redis-cli: an object
+ * of its fields (empty when the key does not exist).
+ * @returns {Promise<Record<string, string>>}
+ */
+async function hashOf(server, key) {
+  const text = await server.cli('HGETALL', key)
+  const lines = text === '' ? [] : text.split('\n')
+  return Object.fromEntries(lines.flatMap((value, i) => (i % 2 ? [] : [[value, lines[i + 1]]])))
+}
+
+/**
  * A FixedWindow limit's count in an id's hash, as HGETALL reads it: the field
  * `<duration µs>:<window index>` of the newest window (0 when there is none).
  * @param {Record<string, string>} hash
@@ -40,4 +51,4 @@ async function hashCounts(port, keys, durationMs, { readonly = false } = {}) {
   }
 }
 
-module.exports = { hashCounts, fixedWindowCount }
+module.exports = { hashOf, hashCounts, fixedWindowCount }
