@@ -89,6 +89,35 @@ describe('properties', () => {
     )
   })
 
+  it('fixed window: limiters that share a namespace (one hash per id) answer as each would alone', async () => {
+    // Calls alternate at random between a limiter of 1 s and one of 2.5 s; on Redis their
+    // counters share each id's hash, in memory they do not. (No reset: it deletes the hash.)
+    const limits = [[{ duration: 1000, limit: 3 }], [{ duration: 2500, limit: 5 }]]
+    const callArb = fc.record({
+      step: fc.oneof({ weight: 9, arbitrary: fc.integer({ min: 0, max: 600 }) }, { weight: 1, arbitrary: fc.integer({ min: -400, max: 0 }) }),
+      which: fc.constantFrom(0, 1),
+      id: fc.constantFrom('a', 'b'),
+      weight: fc.integer({ min: 1, max: 3 }),
+      op: fc.constantFrom('consume', 'consume', 'consume', 'peek', 'reward'),
+    })
+    await fc.assert(
+      fc.asyncProperty(fc.array(callArb, { minLength: 10, maxLength: 60 }), async (calls) => {
+        namespaceCounter += 1
+        const namespace = `share${namespaceCounter}:`
+        const memory = limits.map((l) => new FixedWindow({ limits: l }))
+        const onRedis = limits.map((l) => new FixedWindow({ limits: l, client: redis.server.url, namespace }))
+        let now = T0
+        for (const [i, call] of calls.entries()) {
+          now = Math.max(T0, now + call.step)
+          const run = (limiter) => limiter[call.op](call.id, { now, weight: call.weight })
+          const [a, b] = [await run(memory[call.which]), await run(onRedis[call.which])]
+          assert.deepEqual(b, a, `call ${i} (${call.op} ${call.id} x${call.weight} on limiter ${call.which} at +${now - T0} ms)`)
+        }
+      }),
+      { numRuns: RUNS },
+    )
+  })
+
   it('precision sliding window: stores agree; any run of `buckets` buckets admits at most the limit', async () => {
     // 6 per second in buckets of 200 ms: any 5 consecutive buckets hold at most 6.
     const create = (o) => new SlidingWindow({ limits: [{ duration: 1000, limit: 6, precision: 200 }], ...o })
