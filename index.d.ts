@@ -571,7 +571,9 @@ export interface FixedWindowLimit {
  * window resets at the same instants. On Redis, one hash per id holds all its limits, each at
  * field `<duration µs>:<window index>` (namespace default `'ratekeeper:fixed:'`); limiters that
  * share a namespace share the hashes. A call of one id under one limit counts first (HINCRBY,
- * then gives the weight back if refused); others read the hash first.
+ * then gives the weight back if refused); others read the hash first. A call whose `now` is
+ * behind the window an id's counter is in (a host with a slow clock, with `clock: 'local'`)
+ * counts in that newer window, and its `timeLeft` and `resetAfter` run to that window's end.
  *
  * ```js
  * const { FixedWindow } = require('ratekeeper')

@@ -124,6 +124,24 @@ for (const [name, create] of Object.entries(stores)) {
       assert.deepEqual(await limiter.consume('b', { now: T0 + SECOND }), verdict(true, 0, 4, 6, SECOND))
     })
 
+    it('makes a late call wait for the end of the newer window its counter is in', async () => {
+      // A host whose clock is a second behind, after a call in the next window.
+      const limiter = create({ limits: [{ duration: MINUTE, limit: 1 }] })
+      assert.deepEqual(await limiter.consume('u', { now: T0 + MINUTE }), verdict(true, 0, 0, 1, MINUTE))
+      const late = { now: T0 + MINUTE - SECOND }
+      assert.deepEqual(await limiter.consume('u', late), verdict(false, MINUTE + SECOND, 0, 1, MINUTE + SECOND))
+      assert.deepEqual(await limiter.peek('u', late), verdict(false, MINUTE + SECOND, 0, 1, MINUTE + SECOND))
+      // Several limits and ids: each counter waits for its own window.
+      const both = create({ limits: [{ duration: SECOND, limit: 10 }, { duration: MINUTE, limit: 1 }] })
+      assert.equal((await both.consume('v', { now: T0 + MINUTE })).allowed, true)
+      assert.deepEqual(await both.consume(['w', 'v'], late), verdict(false, MINUTE + SECOND, 0, 1, MINUTE + SECOND))
+      // (w alone has no counter ahead: its windows end in a second.)
+      assert.deepEqual(await both.consume('w', late), verdict(true, 0, 0, 1, SECOND))
+      // A late reward gives back in the newer windows: nothing left to wait for.
+      assert.deepEqual(await both.reward('v', late), verdict(true, 0, 1, 1, 0))
+      assert.deepEqual(await both.peek('v', { now: T0 + MINUTE }), verdict(true, 0, 1, 1, 0))
+    })
+
     it('rejects bad calls with codes', async () => {
       const limiter = create({ limits: [{ duration: SECOND, limit: 1 }] })
       await assert.rejects(limiter.consume('u', { weight: 0 }), { name: 'RangeError', code: 'ERR_INVALID_ARGUMENT' })
@@ -220,7 +238,7 @@ describe('FixedWindow on Redis', () => {
     assert.deepEqual(await fieldsOf(), { [`60000000:${window + 1}`]: '1' })
     assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
     // A late call (a host with a slow clock) counts in the newer window the counter is in.
-    assert.deepEqual(await limiter.consume('u', { now: T0 + 2 * SECOND }), verdict(true, 0, 1, 3, MINUTE - 2 * SECOND))
+    assert.deepEqual(await limiter.consume('u', { now: T0 + 2 * SECOND }), verdict(true, 0, 1, 3, 2 * MINUTE - 2 * SECOND))
     assert.deepEqual(await fieldsOf(), { [`60000000:${window + 1}`]: '2' })
     // A peek writes nothing, not even for an id without a hash.
     await limiter.peek('v', { now: T0 })

@@ -35,8 +35,9 @@
 -- KEYS                per call, the hashes of its N identifiers
 --
 -- Reply: per call (see each_counting_call in lua/prelude.lua), { counts... } with the
--- N * L counts before this call (after it for "reward"; identifier-major), or the error message (a
--- string) of a call that failed alone. src/fixed_window.rs judges from the counts the same way this
+-- N * L counts before this call (after it for "reward"; identifier-major), a number when there is
+-- one; when a counter is in a window ahead of the call's now (a late call), each count is followed
+-- by how many windows ahead it is. Or the error message (a string) of a call that failed alone. src/fixed_window.rs judges from the counts the same way this
 -- script decided.
 --
 -- Earlier versions kept a limit's count at field `<duration>` and its window at `<duration>:w`.
@@ -165,14 +166,15 @@ end
 -- Set up on first use (each table costs Redis CPU to build, which counting first does without):
 -- each limit's duration (a string, as in ARGV, and a number) and limit, and j by duration; and
 -- scratch tables, reused by every call of the batch (identifier-major from 1, n = (i - 1) * L + j):
--- each counter's count and the window it counts in, and whether that window holds a count; while
+-- each counter's count, the window it counts in, whether that window holds a count, and how many
+-- windows ahead of now's it is (a late call's: src/fixed_window.rs waits for its end); while
 -- an identifier's hash is read, each limit's newest window, its count and its field, and the count
 -- and window of the earlier layout; the fields to delete (older windows, the earlier layout) of
 -- every identifier, stale_to[i] the last of identifier i's; per identifier, whether it had a
 -- counter of this limiter, and whether its hash holds other limiters' fields. And the arguments
 -- of an HSET.
 local durations, duration_numbers, limits, limit_of
-local counts, counted, exists, newest, newest_count, newest_field, old_count, old_window
+local counts, counted, exists, ahead, newest, newest_count, newest_field, old_count, old_window
 local stale, stale_to, found, shared, values
 local stale_count
 
@@ -184,7 +186,7 @@ local function set_up()
     limits[j] = tonumber(ARGV[2 * j + 1])
     limit_of[ARGV[2 * j]] = j
   end
-  counts, counted, exists, newest, newest_count, newest_field = {}, {}, {}, {}, {}, {}
+  counts, counted, exists, ahead, newest, newest_count, newest_field = {}, {}, {}, {}, {}, {}, {}
   old_count, old_window, stale, stale_to, found, shared, values = {}, {}, {}, {}, {}, {}, {}
 end
 
@@ -259,8 +261,9 @@ local function read(key, i, now)
     local window = math.floor(now / duration_numbers[j])
     if newest[j] and newest[j] >= window then
       counts[n + j], counted[n + j], exists[n + j] = newest_count[j], newest[j], true
+      ahead[n + j] = newest[j] - window
     else
-      counts[n + j], counted[n + j], exists[n + j] = 0, window, false
+      counts[n + j], counted[n + j], exists[n + j], ahead[n + j] = 0, window, false, 0
       if newest_field[j] then
         mark_stale(newest_field[j])
       end
@@ -299,7 +302,7 @@ local function read_first(first_key, id_count, now, weight)
   if not durations then
     set_up()
   end
-  local allowed, n = true, 0
+  local allowed, n, late = true, 0, false
   for i = 1, id_count do
     read(KEYS[first_key + i - 1], i, now)
     for j = 1, limit_count do
@@ -307,6 +310,7 @@ local function read_first(first_key, id_count, now, weight)
       if counts[n] + weight > limits[j] then
         allowed = false
       end
+      late = late or ahead[n] > 0
     end
   end
   if mode == 'consume' then
@@ -327,12 +331,17 @@ local function read_first(first_key, id_count, now, weight)
       end
     end
   end
-  if n == 1 then
+  if n == 1 and not late then
     return counts[1]
   end
+  -- The counts; for a late call, each with how many windows ahead it is.
   local answer = {}
   for k = 1, n do
-    answer[k] = counts[k]
+    if late then
+      answer[2 * k - 1], answer[2 * k] = counts[k], ahead[k]
+    else
+      answer[k] = counts[k]
+    end
   end
   return answer
 end

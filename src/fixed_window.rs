@@ -65,40 +65,48 @@ impl FixedWindow {
         now.div_euclid(self.limits[j].duration)
     }
 
-    /// The verdict on adding `weight` at `now`, for identifiers whose counts in each limit's
-    /// current window are `counts` (identifier-major: `counts[i * limits + j]`). With `charge`
-    /// an allowed weight counts in `remaining` and `reset_after` (a consume); without, they are
-    /// those of now (a peek).
-    pub fn judge(&self, counts: &[u64], weight: u64, now: Micros, charge: bool) -> Verdict {
+    /// The verdict on adding `weight` at `now`, for identifiers whose counters are `counters`:
+    /// per identifier and limit (identifier-major), the count and how many windows ahead of
+    /// `now`'s the window it counts in is (a late call's counter is ahead: see
+    /// [`Counters::counts_at`]), `counters[2 * (i * limits + j)]` and the next. With `charge` an
+    /// allowed weight counts in `remaining` and `reset_after` (a consume); without, they are
+    /// those of now (a peek). Waits run to the end of the window a counter is in.
+    pub fn judge(&self, counters: &[u64], weight: u64, now: Micros, charge: bool) -> Verdict {
         let per_id = self.limits.len();
         let mut allowed = true;
         let mut time_left: Micros = 0;
-        for (k, &count) in counts.iter().enumerate() {
-            let j = k % per_id;
+        for (k, counter) in counters.chunks_exact(2).enumerate() {
+            let (j, count, ahead) = (k % per_id, counter[0], counter[1]);
             let limit = self.limits[j].limit;
             if weight > limit {
                 allowed = false;
                 time_left = NEVER;
             } else if count + weight > limit {
                 allowed = false;
-                time_left = time_left.max(self.until_window_end(j, now));
+                time_left = time_left.max(self.until_window_end(j, now, ahead));
             }
         }
         let added = if allowed && charge { weight } else { 0 };
         let mut tally = Tally::default();
-        for (k, &count) in counts.iter().enumerate() {
-            let j = k % per_id;
+        for (k, counter) in counters.chunks_exact(2).enumerate() {
+            let (j, count, ahead) = (k % per_id, counter[0], counter[1]);
             tally.add(
                 self.limits[j].limit,
                 count + added,
-                self.until_window_end(j, now),
+                self.until_window_end(j, now, ahead),
             );
         }
         tally.verdict(allowed, time_left)
     }
 
-    fn until_window_end(&self, j: usize, now: Micros) -> Micros {
-        (self.window(j, now) + 1) * self.limits[j].duration - now
+    /// The time from `now` to the end of limit `j`'s window `ahead` windows after `now`'s.
+    /// (Saturating: an `ahead` read from Redis is at most 2^53, far beyond any real window.)
+    fn until_window_end(&self, j: usize, now: Micros, ahead: u64) -> Micros {
+        let ahead = Micros::try_from(ahead).unwrap_or(Micros::MAX);
+        (self.window(j, now).saturating_add(ahead).saturating_add(1))
+            .saturating_mul(self.limits[j].duration)
+            .saturating_sub(now)
+            .min(NEVER - 1)
     }
 }
 
@@ -121,18 +129,23 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// The counts at `now`, one per limit (0 for a window that has ended), appended to `into`.
+    /// The counters at `now` as [`FixedWindow::judge`] takes them, appended to `into`: per limit
+    /// the count (0 for a window that has ended) and how many windows ahead of `now`'s the
+    /// window it counts in is.
     ///
     /// A counter never moves back to an older window: a call whose `now` is behind (a host with a
     /// slow clock) counts in the newer window the counter is in, so that two skewed hosts cannot
-    /// keep resetting each other's counts.
+    /// keep resetting each other's counts, and waits for that window's end.
     pub fn counts_at(&self, limiter: &FixedWindow, now: Micros, into: &mut Vec<u64>) {
-        into.extend(
-            (0..limiter.limits.len()).map(|j| match self.windows.get(j) {
-                Some(&(window, count)) if window >= limiter.window(j, now) => count,
-                _ => 0,
-            }),
-        );
+        for j in 0..limiter.limits.len() {
+            let current = limiter.window(j, now);
+            match self.windows.get(j) {
+                Some(&(window, count)) if window >= current => {
+                    into.extend([count, window.abs_diff(current)])
+                }
+                _ => into.extend([0, 0]),
+            }
+        }
     }
 
     /// Counts `weight` in every limit's current window (or the newer one a counter is in).
@@ -256,7 +269,7 @@ mod tests {
         }
         let mut counts = Vec::new();
         c.counts_at(&w, 10, &mut counts);
-        assert_eq!(counts, [2]);
+        assert_eq!(counts, [2, 0]);
     }
 
     #[test]
@@ -328,7 +341,7 @@ mod tests {
         assert_eq!((v.allowed, v.remaining), (false, 0));
         let mut counts = Vec::new();
         user.counts_at(&w, 10, &mut counts);
-        assert_eq!(counts, [0]);
+        assert_eq!(counts, [0, 0]);
     }
 
     #[test]
@@ -339,15 +352,23 @@ mod tests {
         assert!(consume(&w, &mut [&mut c], 1, 1000 * MS).allowed);
         assert!(consume(&w, &mut [&mut c], 1, 999 * MS).allowed);
         assert!(!consume(&w, &mut [&mut c], 1, 1001 * MS).allowed);
-        assert!(!consume(&w, &mut [&mut c], 1, 998 * MS).allowed);
+        // ...and waits until that window ends, at 2 s: 1,002 ms from its own 998 ms.
+        let late = consume(&w, &mut [&mut c], 1, 998 * MS);
+        assert_eq!(
+            (late.allowed, late.time_left, late.reset_after),
+            (false, 1002 * MS, 1002 * MS)
+        );
+        let mut counts = Vec::new();
+        c.counts_at(&w, 998 * MS, &mut counts);
+        assert_eq!(counts, [2, 1]);
     }
 
     #[test]
     fn a_peek_reports_what_is_left_now() {
         let w = limiter(&[(1000.0, 3.0)]);
-        let v = w.judge(&[1], 1, 0, false);
+        let v = w.judge(&[1, 0], 1, 0, false);
         assert_eq!((v.allowed, v.remaining, v.reset_after), (true, 2, SECOND));
-        let v = w.judge(&[0], 1, 0, false);
+        let v = w.judge(&[0, 0], 1, 0, false);
         assert_eq!((v.allowed, v.remaining, v.reset_after), (true, 3, 0));
     }
 
@@ -360,7 +381,7 @@ mod tests {
         assert!(!c.reward(&w, 3, SECOND));
         let mut counts = Vec::new();
         c.counts_at(&w, SECOND, &mut counts);
-        assert_eq!(counts, [0, 3]);
+        assert_eq!(counts, [0, 0, 3, 0]);
         // Back to 0, but the 10 s window goes on: a late call still counts in it.
         assert!(!c.reward(&w, 10, SECOND));
         assert!(c.reward(&w, 1, 10 * SECOND));
@@ -377,7 +398,7 @@ mod tests {
         let mut counts = Vec::new();
         c.counts_at(&w, SECOND, &mut counts);
         // ...so the call at 1 s finds it.
-        assert_eq!(counts, [1]);
+        assert_eq!(counts, [1, 0]);
     }
 
     #[test]

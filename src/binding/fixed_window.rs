@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 
 use napi_derive::napi;
 use redis::Script;
+use smallvec::SmallVec;
 
 use super::counting::Counting;
 use super::options::OptionsReader;
@@ -97,13 +98,20 @@ impl Counting for FixedWindow {
         now: Micros,
         charge: bool,
     ) -> Outcome<Verdict> {
-        if counts.len() != ids * self.limits().len() {
+        // Counts alone (no counter ahead of now's window: the script's usual answer), or counts
+        // and how far ahead each counter's window is (see `Counters::counts_at`).
+        let counters = ids * self.limits().len();
+        if counts.len() == 2 * counters {
+            return Ok(FixedWindow::judge(self, counts, weight, now, charge));
+        }
+        if counts.len() != counters {
             return Err(Failure::error(
                 ErrorCode::StoreError,
                 "the fixed window script answered the wrong number of counts",
             ));
         }
-        Ok(FixedWindow::judge(self, counts, weight, now, charge))
+        let paired: SmallVec<[u64; 8]> = counts.iter().flat_map(|&count| [count, 0]).collect();
+        Ok(FixedWindow::judge(self, &paired, weight, now, charge))
     }
 
     fn add(&self, state: &mut Counters, weight: u64, now: Micros) {
