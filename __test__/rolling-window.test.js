@@ -48,7 +48,14 @@ const stores = {
   'NodeRedisRateLimiter on a node-redis client': (options) => new NodeRedisRateLimiter({ client: nodeRedis, namespace: uniqueNamespace(), ...options }),
   'RedisRateLimiter with the local clock': (options) =>
     new RedisRateLimiter({ client: store, namespace: uniqueNamespace(), clock: 'local', ...options }),
+  'RedisRateLimiter at epoch times': (options) => new RedisRateLimiter({ client: store, namespace: uniqueNamespace(), ...options }),
 }
+/**
+ * Added to the cases' times (milliseconds) on a store: rolling-rate-limiter's cases run from 0,
+ * where a window starts before the epoch (which the script's count-first path leaves to reading
+ * the log's ends); once more from today, where counting first answers.
+ */
+const TIME_OFFSETS = { 'RedisRateLimiter at epoch times': 1_700_000_000_000 }
 
 const allowed = (millisecondsUntilAllowed, actionsRemaining) => ({
   blocked: false,
@@ -76,7 +83,8 @@ for (const [name, create] of Object.entries(stores)) {
   describe(name, () => {
     const id = 1
     const id2 = 2
-    const at = (now) => ({ now })
+    const offset = TIME_OFFSETS[name] ?? 0
+    const at = (now) => ({ now: offset + now })
 
     it('prevents more than maxInInterval actions within interval', async () => {
       const limiter = create({ interval: 10, maxInInterval: 2 })
@@ -232,13 +240,74 @@ describe('the Redis layout', () => {
     assert.equal(await server.cli('EXISTS', 'ttl:b'), '0')
   })
 
-  it('keeps at most maxInInterval members per id, however many attempts are blocked', async () => {
-    const limiter = new RedisRateLimiter({ client: store, namespace: 'cap:', interval: 60_000, maxInInterval: 3 })
-    for (let i = 0; i < 50; i++) await limiter.limit('flood', { now: 1000 + i })
-    assert.equal(await server.cli('ZCARD', 'cap:flood'), '3')
-    // The answer is the one the uncapped log of 50 gives: timestamps[51 - 3] is the attempt at
-    // 1048 ms.
-    assert.deepEqual(await limiter.wouldLimitWithInfo('flood', { now: 1050 }), blockedByCount(60_000 - 2))
+  // From 1 s (a window that starts before the epoch: the log's ends are read) and from today
+  // (counting first).
+  for (const start of [1000, 1_700_000_000_000]) {
+    it(`keeps at most maxInInterval members per id, however many attempts are blocked (from ${start} ms)`, async () => {
+      const limiter = new RedisRateLimiter({ client: store, namespace: `cap${start}:`, interval: 60_000, maxInInterval: 3 })
+      for (let i = 0; i < 50; i++) await limiter.limit('flood', { now: start + i })
+      assert.equal(await server.cli('ZCARD', `cap${start}:flood`), '3')
+      // The answer is the one the uncapped log of 50 gives: timestamps[51 - 3] is the attempt at
+      // start + 48 ms.
+      assert.deepEqual(await limiter.wouldLimitWithInfo('flood', { now: start + 50 }), blockedByCount(60_000 - 2))
+    })
+  }
+
+  it('counts first: a call costs Redis a ZCARD, a ZCOUNT, a ZADD and an EXPIRE (entries that left the window: a ZCOUNT and a ZREMRANGEBYRANK more)', async () => {
+    const limiter = new RedisRateLimiter({ client: store, namespace: 'cost:', interval: 60_000, maxInInterval: 3 })
+    const T = 1_700_000_000_000
+    await limiter.limit('warm-up', { now: T })
+    // The commands a call makes Redis run (scripts' own included), from INFO commandstats.
+    const counted = new Set(['evalsha', 'time', 'zcard', 'zcount', 'zadd', 'zrange', 'zrem', 'zremrangebyrank', 'zremrangebyscore', 'expire'])
+    const commandsOf = async (call) => {
+      await server.cli('CONFIG', 'RESETSTAT')
+      await call()
+      const stats = await server.cli('INFO', 'commandstats')
+      const counts = {}
+      for (const [, name, calls] of stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) {
+        if (counted.has(name)) counts[name] = Number(calls)
+      }
+      return counts
+    }
+    const scores = async () => (await server.cli('ZRANGE', 'cost:u', '0', '-1', 'WITHSCORES')).split('\n').filter((_, i) => i % 2 === 1).map(Number)
+    // A new log.
+    assert.deepEqual(await commandsOf(() => limiter.limit('u', { now: T })), { evalsha: 1, zcard: 1, zadd: 1, expire: 1 })
+    assert.deepEqual(await commandsOf(() => limiter.limit('u', { now: T + 1000 })), { evalsha: 1, zcard: 1, zcount: 1, zadd: 1, expire: 1 })
+    // 61.5 s on, the first two left the window: they are counted, and pruned by rank.
+    assert.deepEqual(
+      await commandsOf(async () => assert.deepEqual(await limiter.limitWithInfo('u', { now: T + 61_500 }), allowed(0, 2))),
+      { evalsha: 1, zcard: 1, zcount: 2, zadd: 1, zremrangebyrank: 1, expire: 1 },
+    )
+    assert.deepEqual(await scores(), [(T + 61_500) * 1000])
+    // Full: the newest two and the anchor are read.
+    await limiter.limit('u', { now: T + 62_000 })
+    assert.deepEqual(
+      await commandsOf(async () => assert.deepEqual(await limiter.limitWithInfo('u', { now: T + 63_000 }), allowed(58_500, 0))),
+      { evalsha: 1, zcard: 1, zcount: 1, zadd: 1, zrange: 2, expire: 1 },
+    )
+    // With the server's clock, it is read once (TIME) and sent back for the count alone.
+    const fresh = await commandsOf(() => limiter.limit('v'))
+    assert.deepEqual(fresh, { evalsha: 1, time: 1, zcard: 1, zadd: 1, expire: 1 })
+    assert.deepEqual(await limiter.wouldLimitWithInfo('v'), allowed(0, 1))
+  })
+
+  it('refuses a log holding a negative score, also in the first interval after the epoch (a window that starts before it)', async () => {
+    const limiter = new RedisRateLimiter({ client: store, namespace: 'negative:', interval: 60_000, maxInInterval: 5 })
+    await server.cli('ZADD', 'negative:u', '-1000', 'x')
+    for (const now of [1000, 1_700_000_000_000]) {
+      await assert.rejects(limiter.limit('u', { now }), (error) => error.code === 'ERR_STORE_ERROR' && /negative:u holds a score of -1000/.test(error.message))
+    }
+    assert.equal(await server.cli('ZRANGE', 'negative:u', '0', '-1', 'WITHSCORES'), 'x\n-1000')
+  })
+
+  it('prunes exactly the entries that left the window, the newest of them at its start', async () => {
+    const limiter = new RedisRateLimiter({ client: store, namespace: 'prune:', interval: 60_000, maxInInterval: 5 })
+    const T = 1_700_000_000_000
+    for (const at of [T, T + 1000, T + 2000, T + 3000]) await limiter.limit('u', { now: at })
+    // The window at T + 61 s starts at T + 1 s (excluded): T and T + 1 s leave it.
+    assert.deepEqual(await limiter.limitWithInfo('u', { now: T + 61_000 }), allowed(0, 2))
+    const scores = (await server.cli('ZRANGE', 'prune:u', '0', '-1', 'WITHSCORES')).split('\n').filter((_, i) => i % 2 === 1).map(Number)
+    assert.deepEqual(scores, [T + 2000, T + 3000, T + 61_000].map((ms) => ms * 1000))
   })
 
   it('uses the Redis server clock by default', async () => {

@@ -148,6 +148,17 @@ const ROLLING_CONTENT = [
     kind: 'content',
     create: (key) => r.zadd(key, (T - SECOND) * 1000, 'e1', '+inf', 'abc'),
   },
+  {
+    name: 'a sorted set with a -inf score before a valid entry',
+    kind: 'content',
+    create: (key) => r.zadd(key, '-inf', 'abc', (T - SECOND) * 1000, 'e1'),
+  },
+  // (Counting first prunes the entries that left the window: here it must fail first.)
+  {
+    name: 'a sorted set with a +inf score after an entry that left the window',
+    kind: 'content',
+    create: (key) => r.zadd(key, (T - 2 * MINUTE) * 1000, 'e0', '+inf', 'abc'),
+  },
 ]
 ROLLING_CONTENT.push(withTtl(ROLLING_CONTENT[0]), withTtl(ROLLING_CONTENT[1]))
 

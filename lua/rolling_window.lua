@@ -27,7 +27,9 @@
 --
 -- Reply, per call (or, when that call alone failed, e.g. WRONGTYPE, its error message as a
 -- string):
--- - "limit", "peek": { count, current, previous, anchor } (WindowFacts in src/rolling_window.rs):
+-- - "limit": the count alone when the answer is { count, now, 0, now } (the usual one); otherwise,
+--   as "peek":
+-- - "peek": { count, current, previous, anchor } (WindowFacts in src/rolling_window.rs):
 --   the count of actions in the window with this one, the newest timestamp, the one before it
 --   (read only when minDifference > 0 or refusals are not recorded) and the timestamp at index
 --   max(0, count - maxInInterval) (read only when the window is full); when refusals are not
@@ -36,6 +38,7 @@
 -- - "consume", "check", "reward": { now, in_window, newest, anchor } (LogFacts; 0 for an absent
 --   newest or anchor), before this call (after the refund for "reward");
 -- - "entries": { score, member, score, member, ... } of the actions in the window.
+-- Then, when a call had no now of its own, the server's now, once for the batch.
 
 local interval = tonumber(ARGV[1])
 local max_in_interval = tonumber(ARGV[2])
@@ -61,6 +64,9 @@ end
 local function score_at(key, rank)
   return tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
 end
+
+-- The latest time a score may hold, in microseconds: 2^53 - 1 (as ZCOUNT takes it).
+local LAST_TIME = '9007199254740991'
 
 local function check_score(key, score)
   if score ~= score or score < 0 or score >= 9007199254740992 then
@@ -126,13 +132,11 @@ local function peek_at(key, now)
   return with_unrecorded({ count, now, previous, anchor }, key, now, count, in_window)
 end
 
-local function limit_at(key, now, member)
-  local oldest = checked_ends(key)
-  -- Added first: at maxmemory, Redis refuses a script's writes only until its first one. (The
-  -- attempt, at `now`, is inside the window: pruning after it does not remove it.)
-  redis.call('ZADD', key, now, member)
-  prune(key, oldest, now - interval)
-  local count = redis.call('ZCARD', key)
+-- Answers a limit call once its attempt, at `now`, is in the log and the window pruned: `count`
+-- entries in the window. The usual answer, { count, now, 0, now } (no reads needed), is sent as
+-- the count alone (a table costs Redis more to build and send; src/binding/rolling_window.rs
+-- expands it).
+local function limit_answer(key, now, member, count)
   local full = count >= max_in_interval
   local current, previous, anchor = now, 0, now
   if min_difference > 0 or full then
@@ -159,7 +163,56 @@ local function limit_at(key, now, member)
   -- (interval in whole seconds, rounded up) plus one second, so that a key outlives clock skew
   -- and calls whose `now` runs ahead of the server's clock (as in tests) by up to a second.
   redis.call('EXPIRE', key, ttl_seconds)
-  return answer
+  if min_difference > 0 or full then
+    return answer
+  end
+  return count
+end
+
+local function limit_at(key, now, member)
+  local oldest = checked_ends(key)
+  -- Added first: at maxmemory, Redis refuses a script's writes only until its first one. (The
+  -- attempt, at `now`, is inside the window: pruning after it does not remove it.)
+  redis.call('ZADD', key, now, member)
+  prune(key, oldest, now - interval)
+  return limit_answer(key, now, member, redis.call('ZCARD', key))
+end
+
+-- limit_at for the usual call, checked with counts instead of the log's ends (a count is an
+-- integer reply; reading a score costs Redis several times more) and run without a pcall (one per
+-- call costs Redis more than a count): when every entry is a time from 0 to 2^53 - 1 (those in
+-- the window and those at or before its start add up to the whole log), the ones at or before its
+-- start are the oldest, pruned by rank. Answers nil, with nothing changed, for limit_at to answer:
+-- another type at the key, scores that are not times, a window starting before the epoch, a
+-- member already there, a write refused at maxmemory.
+local function limit_first(key, now, member)
+  local window_start = now - interval
+  if window_start < 0 then
+    return nil
+  end
+  local size = redis.pcall('ZCARD', key)
+  if type(size) ~= 'number' then
+    return nil
+  end
+  local in_window, left = 0, 0
+  if size > 0 then
+    in_window = redis.call('ZCOUNT', key, after_window_start(now), LAST_TIME)
+    if in_window < size then
+      left = redis.call('ZCOUNT', key, 0, string.format('%.17g', window_start))
+      if in_window + left ~= size then
+        return nil
+      end
+    end
+  end
+  -- The first write (see limit_at); NX: a member already there is limit_at's.
+  local added = redis.pcall('ZADD', key, 'NX', now, member)
+  if added ~= 1 then
+    return nil
+  end
+  if left > 0 then
+    redis.call('ZREMRANGEBYRANK', key, 0, left - 1)
+  end
+  return limit_answer(key, now, member, in_window + 1)
 end
 
 -- The sliding log: only allowed actions are logged, `weight` of them, with `meta`.
@@ -235,7 +288,11 @@ for i, arg in each_call(6, stride) do
   if mode == 'peek' then
     ok, answer = pcall(peek_at, key, now)
   elseif mode == 'limit' then
-    ok, answer = pcall(limit_at, key, now, ARGV[arg + 1])
+    answer = limit_first(key, now, ARGV[arg + 1])
+    ok = answer ~= nil
+    if not ok then
+      ok, answer = pcall(limit_at, key, now, ARGV[arg + 1])
+    end
   elseif mode == 'reward' then
     ok, answer = pcall(reward_at, key, now, tonumber(ARGV[arg + 2]))
   elseif logging then
@@ -245,5 +302,10 @@ for i, arg in each_call(6, stride) do
   end
   answer = answer_of(ok, answer)
   answers[i] = answer
+end
+-- For the calls without a now of their own (a limit call's count alone stands for a table with
+-- its now).
+if server_now then
+  answers[#answers + 1] = server_now
 end
 return answers

@@ -10,7 +10,7 @@ use napi::Env;
 use napi_derive::napi;
 use redis::{FromRedisValue, Script};
 
-use super::backend::{local_now, memory_id, Backend, RedisTarget};
+use super::backend::{local_now, memory_id, now_text, Backend, RedisTarget};
 use super::counting::verdict_values;
 use super::dispatch::{self, Ticket, Values, VALUES};
 use super::fast::FastRun;
@@ -470,7 +470,8 @@ impl JsRollingWindow {
             Mode::Peek | Mode::Check => String::new(),
             _ => unique_member(),
         };
-        let mut args = vec![target.now_argument(call.now), member];
+        let sent_now = target.sent_now(call.now);
+        let mut args = vec![now_text(sent_now), member];
         if matches!(mode, Mode::Consume | Mode::Check | Mode::Reward) {
             args.push(call.weight.to_string());
             args.push(call.meta.unwrap_or_default());
@@ -482,9 +483,10 @@ impl JsRollingWindow {
             vec![key],
             args,
             Box::new(move |answer| {
-                reply.send(
-                    answer.and_then(|answer| answer_values(&window, mode, weight, answer.value)),
-                )
+                reply.send(answer.and_then(|answer| {
+                    let now = sent_now.or(answer.server_now);
+                    answer_values(&window, mode, weight, now, answer.value)
+                }))
             }),
         );
         Ok(())
@@ -509,13 +511,25 @@ fn entries_from_reply(answer: redis::Value) -> Outcome<Vec<LogEntry>> {
         .collect())
 }
 
-/// The script's answer for one call, as the numbers JavaScript decodes.
+/// The script's answer for one call, as the numbers JavaScript decodes; `now` is the call's (its
+/// own, or the server's as the script read it).
 fn answer_values(
     window: &RollingWindow,
     mode: Mode,
     weight: u64,
+    now: Option<Micros>,
     answer: redis::Value,
 ) -> Outcome<Values> {
+    if let (Mode::Limit, redis::Value::Int(count)) = (mode, &answer) {
+        // The usual answer, { count, now, 0, now }, as the count alone.
+        let now = now.ok_or_else(|| {
+            Failure::error(
+                ErrorCode::StoreError,
+                "the rolling window script answered no time",
+            )
+        })?;
+        return Ok(values(&info_from_reply(window, &[*count, now, 0, now])?));
+    }
     let reply = Vec::<i64>::from_redis_value(answer).map_err(|e| {
         Failure::error(
             ErrorCode::StoreError,
