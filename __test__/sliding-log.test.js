@@ -108,6 +108,35 @@ describe('the sliding log on Redis', () => {
     assert.notEqual(call, first.replace(/:1\|one$/, ''))
   })
 
+  it('counts first: an allowed action costs Redis a ZCARD, a ZCOUNT, a ZADD and an EXPIRE; it prunes what left the window over a second ago, and keeps the rest for late calls', async () => {
+    const log = new SlidingLog({ client: redis.server.url, namespace: 'cost:', interval: 60 * SECOND, maxInInterval: 5 })
+    await log.consume('warm-up', { now: T })
+    // The commands a call makes Redis run (scripts' own included), from INFO commandstats.
+    const counted = new Set(['evalsha', 'time', 'zcard', 'zcount', 'zadd', 'zrange', 'zremrangebyscore', 'expire'])
+    const commandsOf = async (call) => {
+      await redis.server.cli('CONFIG', 'RESETSTAT')
+      await call()
+      const stats = await redis.server.cli('INFO', 'commandstats')
+      const counts = {}
+      for (const [, name, calls] of stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) {
+        if (counted.has(name)) counts[name] = Number(calls)
+      }
+      return counts
+    }
+    const scores = async () => (await redis.server.cli('ZRANGE', 'cost:u', '0', '-1', 'WITHSCORES')).split('\n').filter((_, i) => i % 2 === 1).map((score) => Number(score) / 1000 - T)
+    const consumed = (seconds, expected) => commandsOf(async () => assert.deepEqual(await log.consume('u', at(seconds)), expected))
+    assert.deepEqual(await consumed(0, verdict(true, 0, 4, 5, 60 * SECOND)), { evalsha: 1, zcard: 1, zadd: 1, expire: 1 })
+    assert.deepEqual(await consumed(0.5, verdict(true, 0, 3, 5, 60 * SECOND)), { evalsha: 1, zcard: 1, zcount: 1, zadd: 1, expire: 1 })
+    // Both left the window, less than a second ago: counted, and kept.
+    assert.deepEqual(await consumed(60.7, verdict(true, 0, 4, 5, 60 * SECOND)), { evalsha: 1, zcard: 1, zcount: 2, zadd: 1, zremrangebyscore: 1, expire: 1 })
+    assert.deepEqual(await scores(), [0, 500, 60_700])
+    // The first left over a second ago: pruned.
+    await consumed(61.2, verdict(true, 0, 3, 5, 60 * SECOND))
+    assert.deepEqual(await scores(), [500, 60_700, 61_200])
+    // A call from a host whose clock is 0.8 s behind still counts the action at 0.5 s.
+    assert.deepEqual(await log.consume('u', at(60.4)), verdict(true, 0, 1, 5, 60 * SECOND))
+  })
+
   it('is read by rolling-rate-limiter, metadata and all', async () => {
     const log = new SlidingLog({ client: redis.server.url, namespace: 'shared:', interval: 60 * SECOND, maxInInterval: 3, clock: 'local' })
     const ioredis = new IORedis(redis.server.port, '127.0.0.1')

@@ -36,7 +36,8 @@
 --   recorded, also { now, log_newest, log_anchor }: the call's now and the log's facts without
 --   it (LogFacts: its newest action and the one whose leaving makes room, 0 when absent);
 -- - "consume", "check", "reward": { now, in_window, newest, anchor } (LogFacts; 0 for an absent
---   newest or anchor), before this call (after the refund for "reward");
+--   newest or anchor), before this call (after the refund for "reward"); for an allowed
+--   "consume" of one action without minDifference, in_window alone;
 -- - "entries": { score, member, score, member, ... } of the actions in the window.
 -- Then, when a call had no now of its own, the server's now, once for the batch.
 
@@ -67,6 +68,10 @@ end
 
 -- The latest time a score may hold, in microseconds: 2^53 - 1 (as ZCOUNT takes it).
 local LAST_TIME = '9007199254740991'
+-- How long the sliding log keeps an action after it left the window (LATE_CALL_MARGIN in
+-- src/rolling_window.rs): a call from a host whose clock is behind must still count what its own
+-- window holds.
+local LATE_CALL_MARGIN = 1000000
 
 local function check_score(key, score)
   if score ~= score or score < 0 or score >= 9007199254740992 then
@@ -178,14 +183,12 @@ local function limit_at(key, now, member)
   return limit_answer(key, now, member, redis.call('ZCARD', key))
 end
 
--- limit_at for the usual call, checked with counts instead of the log's ends (a count is an
--- integer reply; reading a score costs Redis several times more) and run without a pcall (one per
--- call costs Redis more than a count): when every entry is a time from 0 to 2^53 - 1 (those in
--- the window and those at or before its start add up to the whole log), the ones at or before its
--- start are the oldest, pruned by rank. Answers nil, with nothing changed, for limit_at to answer:
--- another type at the key, scores that are not times, a window starting before the epoch, a
--- member already there, a write refused at maxmemory.
-local function limit_first(key, now, member)
+-- The log at `key` counted for the window at `now` (starting at or after the epoch), in integer
+-- replies (reading a score costs Redis several times more): its entries in the window and those
+-- at or before its start, when every entry is a time from 0 to 2^53 - 1 (the two then add up to
+-- the whole log). nil, having read nothing else, when they do not, the window starts before the
+-- epoch, or the key holds another type: reading the log's ends (checked_ends) then tells.
+local function counted(key, now)
   local window_start = now - interval
   if window_start < 0 then
     return nil
@@ -194,25 +197,42 @@ local function limit_first(key, now, member)
   if type(size) ~= 'number' then
     return nil
   end
-  local in_window, left = 0, 0
-  if size > 0 then
-    in_window = redis.call('ZCOUNT', key, after_window_start(now), LAST_TIME)
-    if in_window < size then
-      left = redis.call('ZCOUNT', key, 0, string.format('%.17g', window_start))
-      if in_window + left ~= size then
-        return nil
-      end
-    end
+  if size == 0 then
+    return 0, 0
   end
-  -- The first write (see limit_at); NX: a member already there is limit_at's.
-  local added = redis.pcall('ZADD', key, 'NX', now, member)
-  if added ~= 1 then
+  local in_window = redis.call('ZCOUNT', key, after_window_start(now), LAST_TIME)
+  if in_window == size then
+    return in_window, 0
+  end
+  local earlier = redis.call('ZCOUNT', key, 0, string.format('%.17g', window_start))
+  if in_window + earlier ~= size then
     return nil
   end
-  if left > 0 then
-    redis.call('ZREMRANGEBYRANK', key, 0, left - 1)
+  return in_window, earlier
+end
+
+-- limit_at for the usual call: checked with counts, and run without a pcall (one per call costs
+-- Redis more than a count); the entries that left the window are the oldest, pruned by rank.
+-- Answers nil, with nothing changed, for limit_at to answer: when counted() does, for a member
+-- already there, and for a write refused at maxmemory.
+local function limit_first(key, now, member)
+  local in_window, earlier = counted(key, now)
+  -- The first write (see limit_at); NX: a member already there is limit_at's.
+  if not in_window or redis.pcall('ZADD', key, 'NX', now, member) ~= 1 then
+    return nil
+  end
+  if earlier > 0 then
+    redis.call('ZREMRANGEBYRANK', key, 0, earlier - 1)
   end
   return limit_answer(key, now, member, in_window + 1)
+end
+
+-- What follows an action's member: "|" and its metadata, if any.
+local function meta_suffix(meta)
+  if meta == '' then
+    return ''
+  end
+  return '|' .. meta
 end
 
 -- The sliding log: only allowed actions are logged, `weight` of them, with `meta`.
@@ -232,10 +252,7 @@ local function log_at(key, now, member, weight, meta, write)
   local allowed = in_window + weight <= max_in_interval
     and not (in_window > 0 and min_difference > 0 and now - newest < min_difference)
   if write and allowed then
-    local suffix = ''
-    if meta ~= '' then
-      suffix = '|' .. meta
-    end
+    local suffix = meta_suffix(meta)
     if weight == 1 then
       -- The usual call: one action, and no table to build.
       redis.call('ZADD', key, now, member .. ':1' .. suffix)
@@ -253,12 +270,30 @@ local function log_at(key, now, member, weight, meta, write)
     redis.call('EXPIRE', key, ttl_seconds)
   end
   -- After the additions (see limit_at); a refused call forgets what left the window too, but
-  -- only a second past it (LATE_CALL_MARGIN in src/rolling_window.rs): a call from a host whose
-  -- clock is behind must still count what its own window holds.
+  -- only LATE_CALL_MARGIN past it.
   if write then
-    prune(key, oldest, window_start - 1000000)
+    prune(key, oldest, window_start - LATE_CALL_MARGIN)
   end
   return { now, in_window, newest, anchor }
+end
+
+-- log_at for the usual consume (one action, no minDifference, allowed), as limit_first does
+-- limit_at's. Its answer, { now, in_window, 0, 0 } (an allowed action's verdict needs neither the
+-- newest action before it nor an anchor: judge in src/rolling_window.rs), is the count alone.
+local function log_first(key, now, member, weight, meta)
+  if weight ~= 1 or min_difference > 0 then
+    return nil
+  end
+  local in_window, earlier = counted(key, now)
+  if not in_window or in_window + 1 > max_in_interval
+    or redis.pcall('ZADD', key, 'NX', now, member .. ':1' .. meta_suffix(meta)) ~= 1 then
+    return nil
+  end
+  redis.call('EXPIRE', key, ttl_seconds)
+  if earlier > 0 then
+    prune(key, 0, now - interval - LATE_CALL_MARGIN)
+  end
+  return in_window
 end
 
 -- The newest maxInInterval actions in the window (a set written with a larger limit, or by
@@ -296,15 +331,22 @@ for i, arg in each_call(6, stride) do
   elseif mode == 'reward' then
     ok, answer = pcall(reward_at, key, now, tonumber(ARGV[arg + 2]))
   elseif logging then
-    ok, answer = pcall(log_at, key, now, ARGV[arg + 1], tonumber(ARGV[arg + 2]), ARGV[arg + 3], mode == 'consume')
+    local member, weight, meta = ARGV[arg + 1], tonumber(ARGV[arg + 2]), ARGV[arg + 3]
+    if mode == 'consume' then
+      answer = log_first(key, now, member, weight, meta)
+    end
+    ok = answer ~= nil
+    if not ok then
+      ok, answer = pcall(log_at, key, now, member, weight, meta, mode == 'consume')
+    end
   else
     ok, answer = pcall(entries_at, key, now)
   end
   answer = answer_of(ok, answer)
   answers[i] = answer
 end
--- For the calls without a now of their own (a limit call's count alone stands for a table with
--- its now).
+-- For the calls without a now of their own (a count alone stands for a table with the call's
+-- now).
 if server_now then
   answers[#answers + 1] = server_now
 end

@@ -520,22 +520,18 @@ fn answer_values(
     now: Option<Micros>,
     answer: redis::Value,
 ) -> Outcome<Values> {
-    if let (Mode::Limit, redis::Value::Int(count)) = (mode, &answer) {
-        // The usual answer, { count, now, 0, now }, as the count alone.
-        let now = now.ok_or_else(|| {
+    // The usual answers come as a count alone: a limit's { count, now, 0, now }, an allowed
+    // consume's { now, in_window, 0, 0 }.
+    let reply = match (mode, answer, now) {
+        (Mode::Limit, redis::Value::Int(count), Some(now)) => vec![count, now, 0, now],
+        (Mode::Consume, redis::Value::Int(in_window), Some(now)) => vec![now, in_window, 0, 0],
+        (_, answer, _) => Vec::<i64>::from_redis_value(answer).map_err(|e| {
             Failure::error(
                 ErrorCode::StoreError,
-                "the rolling window script answered no time",
+                format!("the rolling window script answered: {e}"),
             )
-        })?;
-        return Ok(values(&info_from_reply(window, &[*count, now, 0, now])?));
-    }
-    let reply = Vec::<i64>::from_redis_value(answer).map_err(|e| {
-        Failure::error(
-            ErrorCode::StoreError,
-            format!("the rolling window script answered: {e}"),
-        )
-    })?;
+        })?,
+    };
     match (mode, reply.as_slice()) {
         (Mode::Consume | Mode::Check | Mode::Reward, &[now, in_window, newest, anchor]) => {
             let in_window = usize::try_from(in_window).unwrap_or(0);
