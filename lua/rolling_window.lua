@@ -1,5 +1,6 @@
 -- The rolling window (src/rolling_window.rs) on Redis sorted sets, for one or many ids at once.
--- (After lua/prelude.lua, which gives it now_of(), answer_of() and each_call().)
+-- (After lua/prelude.lua, which gives it now_of() and server_now, answer_of(), each_call() and
+-- corrupt().)
 --
 -- The key layout is rolling-rate-limiter's: one sorted set per id, scored by the action's time in
 -- microseconds, with unique members, so both libraries read each other's data. Unlike
