@@ -7,6 +7,7 @@ const assert = require('node:assert/strict')
 
 const { FixedWindow, RedisStore } = require('..')
 const { useRedisServer, startCluster, serverSupports } = require('./helpers/redis-server.js')
+const { commandsRun } = require('./helpers/command-stats.js')
 const { hashOf } = require('./helpers/hash-counts.js')
 
 const redis = useRedisServer()
@@ -248,18 +249,8 @@ describe('FixedWindow on Redis', () => {
   it('counts first: an allowed call costs Redis an HINCRBY and an HLEN (a new window: HGETALL, HDEL of the ended one, PEXPIRE)', async () => {
     const limiter = new FixedWindow({ client: redis.server.url, namespace: 'cost:', limits: [{ duration: MINUTE, limit: 2 }] })
     await limiter.consume('warm-up', { now: T0 })
-    // The commands a call makes Redis run (scripts' own included), from INFO commandstats.
-    const counted = new Set(['evalsha', 'time', 'hincrby', 'hlen', 'hgetall', 'hset', 'hdel', 'pexpire', 'pttl'])
-    const commandsOf = async (call) => {
-      await redis.server.cli('CONFIG', 'RESETSTAT')
-      await call()
-      const stats = await redis.server.cli('INFO', 'commandstats')
-      const counts = {}
-      for (const [, name, calls] of stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) {
-        if (counted.has(name)) counts[name] = Number(calls)
-      }
-      return counts
-    }
+    const counted = ['evalsha', 'time', 'hincrby', 'hlen', 'hgetall', 'hset', 'hdel', 'pexpire', 'pttl']
+    const commandsOf = (call) => commandsRun(redis.server, counted, call)
     assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 })), { evalsha: 1, hincrby: 1, hgetall: 1, pexpire: 1 })
     assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 + SECOND })), { evalsha: 1, hincrby: 1, hlen: 1 })
     // Refused: the weight is given back.

@@ -10,6 +10,7 @@ const { createClient } = require('redis')
 
 const { InMemoryRateLimiter, RedisRateLimiter, IORedisRateLimiter, NodeRedisRateLimiter, RateLimiter, RedisStore } = require('..')
 const { startRedis } = require('./helpers/redis-server.js')
+const { commandsRun } = require('./helpers/command-stats.js')
 
 let server
 let ioredis
@@ -257,18 +258,8 @@ describe('the Redis layout', () => {
     const limiter = new RedisRateLimiter({ client: store, namespace: 'cost:', interval: 60_000, maxInInterval: 3 })
     const T = 1_700_000_000_000
     await limiter.limit('warm-up', { now: T })
-    // The commands a call makes Redis run (scripts' own included), from INFO commandstats.
-    const counted = new Set(['evalsha', 'time', 'zcard', 'zcount', 'zadd', 'zrange', 'zrem', 'zremrangebyrank', 'zremrangebyscore', 'expire'])
-    const commandsOf = async (call) => {
-      await server.cli('CONFIG', 'RESETSTAT')
-      await call()
-      const stats = await server.cli('INFO', 'commandstats')
-      const counts = {}
-      for (const [, name, calls] of stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) {
-        if (counted.has(name)) counts[name] = Number(calls)
-      }
-      return counts
-    }
+    const counted = ['evalsha', 'time', 'zcard', 'zcount', 'zadd', 'zrange', 'zrem', 'zremrangebyrank', 'zremrangebyscore', 'expire']
+    const commandsOf = (call) => commandsRun(server, counted, call)
     const scores = async () => (await server.cli('ZRANGE', 'cost:u', '0', '-1', 'WITHSCORES')).split('\n').filter((_, i) => i % 2 === 1).map(Number)
     // A new log.
     assert.deepEqual(await commandsOf(() => limiter.limit('u', { now: T })), { evalsha: 1, zcard: 1, zadd: 1, expire: 1 })

@@ -10,6 +10,7 @@ const upstream = require('rolling-rate-limiter')
 
 const { SlidingLog, RateLimiter } = require('..')
 const { useRedisServer } = require('./helpers/redis-server.js')
+const { commandsRun } = require('./helpers/command-stats.js')
 
 const redis = useRedisServer()
 let counter = 0
@@ -111,18 +112,8 @@ describe('the sliding log on Redis', () => {
   it('counts first: an allowed action costs Redis a ZCARD, a ZCOUNT, a ZADD and an EXPIRE; it prunes what left the window over a second ago, and keeps the rest for late calls', async () => {
     const log = new SlidingLog({ client: redis.server.url, namespace: 'cost:', interval: 60 * SECOND, maxInInterval: 5 })
     await log.consume('warm-up', { now: T })
-    // The commands a call makes Redis run (scripts' own included), from INFO commandstats.
-    const counted = new Set(['evalsha', 'time', 'zcard', 'zcount', 'zadd', 'zrange', 'zremrangebyscore', 'expire'])
-    const commandsOf = async (call) => {
-      await redis.server.cli('CONFIG', 'RESETSTAT')
-      await call()
-      const stats = await redis.server.cli('INFO', 'commandstats')
-      const counts = {}
-      for (const [, name, calls] of stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) {
-        if (counted.has(name)) counts[name] = Number(calls)
-      }
-      return counts
-    }
+    const counted = ['evalsha', 'time', 'zcard', 'zcount', 'zadd', 'zrange', 'zremrangebyscore', 'expire']
+    const commandsOf = (call) => commandsRun(redis.server, counted, call)
     const scores = async () => (await redis.server.cli('ZRANGE', 'cost:u', '0', '-1', 'WITHSCORES')).split('\n').filter((_, i) => i % 2 === 1).map((score) => Number(score) / 1000 - T)
     const consumed = (seconds, expected) => commandsOf(async () => assert.deepEqual(await log.consume('u', at(seconds)), expected))
     assert.deepEqual(await consumed(0, verdict(true, 0, 4, 5, 60 * SECOND)), { evalsha: 1, zcard: 1, zadd: 1, expire: 1 })
