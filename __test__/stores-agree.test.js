@@ -50,27 +50,32 @@ const pick = (rand, items) => items[Math.floor(rand() * items.length)]
 const ids = ['a', 'b', 'c']
 
 describe('memory and Redis answer alike', () => {
+  // (Without minDifference, Redis answers the usual limit and consume by counting first.)
   for (const recordBlocked of [true, false]) {
-    it(`the rolling window (recordBlocked: ${recordBlocked})`, () =>
-      compare(`rolling-${recordBlocked}`, (o) => new RateLimiter({ interval: 2000, maxInInterval: 4, minDifference: 150, recordBlocked, ...o }), (limiter, rand, now) => {
-        const id = pick(rand, ids)
-        const r = rand()
-        if (r < 0.6) return limiter.limitWithInfo(id, { now })
-        if (r < 0.9) return limiter.wouldLimitWithInfo(id, { now })
-        return limiter.clear(id)
-      }))
+    for (const minDifference of [150, 0]) {
+      it(`the rolling window (recordBlocked: ${recordBlocked}, minDifference: ${minDifference})`, () =>
+        compare(`rolling-${recordBlocked}-${minDifference}`, (o) => new RateLimiter({ interval: 2000, maxInInterval: 4, minDifference, recordBlocked, ...o }), (limiter, rand, now) => {
+          const id = pick(rand, ids)
+          const r = rand()
+          if (r < 0.6) return limiter.limitWithInfo(id, { now })
+          if (r < 0.9) return limiter.wouldLimitWithInfo(id, { now })
+          return limiter.clear(id)
+        }))
+    }
   }
 
-  it('the sliding log', () =>
-    compare('log', (o) => new SlidingLog({ interval: 2000, maxInInterval: 5, minDifference: 100, ...o }), (limiter, rand, now) => {
-      const id = pick(rand, ids)
-      const weight = 1 + Math.floor(rand() * 3)
-      const r = rand()
-      if (r < 0.6) return limiter.consume(id, { now, weight, meta: `m${Math.floor(rand() * 3)}` })
-      if (r < 0.8) return limiter.peek(id, { now, weight })
-      if (r < 0.95) return limiter.entries(id, { now })
-      return limiter.reset(id)
-    }))
+  for (const minDifference of [100, 0]) {
+    it(`the sliding log (minDifference: ${minDifference})`, () =>
+      compare(`log-${minDifference}`, (o) => new SlidingLog({ interval: 2000, maxInInterval: 5, minDifference, ...o }), (limiter, rand, now) => {
+        const id = pick(rand, ids)
+        const weight = 1 + Math.floor(rand() * 3)
+        const r = rand()
+        if (r < 0.6) return limiter.consume(id, { now, weight, meta: `m${Math.floor(rand() * 3)}` })
+        if (r < 0.8) return limiter.peek(id, { now, weight })
+        if (r < 0.95) return limiter.entries(id, { now })
+        return limiter.reset(id)
+      }))
+  }
 
   it('the fixed window', () =>
     compare('fixed', (o) => new FixedWindow({ limits: [{ duration: 1000, limit: 5 }, { duration: 5000, limit: 12 }], ...o }), (limiter, rand, now) => {
