@@ -126,6 +126,28 @@ describe('the sliding log on Redis', () => {
     assert.deepEqual(await scores(), [500, 60_700, 61_200])
     // A call from a host whose clock is 0.8 s behind still counts the action at 0.5 s.
     assert.deepEqual(await log.consume('u', at(60.4)), verdict(true, 0, 1, 5, 60 * SECOND))
+    // At 61.5 s, 0.5 s is a second out of the window: pruned.
+    await consumed(61.4, verdict(true, 0, 1, 5, 60 * SECOND))
+    await consumed(61.5, verdict(true, 0, 0, 5, 60 * SECOND))
+    assert.deepEqual(await scores(), [60_400, 60_700, 61_200, 61_400, 61_500])
+    // Refused (5 in the window): the newest and the anchor are read, nothing is written.
+    assert.deepEqual(await consumed(61.6, verdict(false, 58_800, 0, 5, 59_900)), { evalsha: 1, zcard: 1, zcount: 1, zrange: 2 })
+    assert.deepEqual(await scores(), [60_400, 60_700, 61_200, 61_400, 61_500])
+  })
+
+  it('forgets, on a refused consume too, what left the window over a second ago', async () => {
+    const options = { interval: 60 * SECOND, maxInInterval: 1 }
+    const memory = new SlidingLog(options)
+    const onRedis = new SlidingLog({ client: redis.server.url, namespace: 'refused:', ...options })
+    const scores = async () => (await redis.server.cli('ZRANGE', 'refused:u', '0', '-1', 'WITHSCORES')).split('\n').filter((_, i) => i % 2 === 1).map((score) => Number(score) / 1000 - T)
+    // 0 s left the window at 60 s: kept by the allowed call at 60.5 s, forgotten by the refused
+    // one at 61.6 s.
+    for (const [seconds, allowed, kept] of [[0, true, [0]], [60.5, true, [0, 60_500]], [61.6, false, [60_500]]]) {
+      const answer = await memory.consume('u', at(seconds))
+      assert.deepEqual(await onRedis.consume('u', at(seconds)), answer)
+      assert.equal(answer.allowed, allowed)
+      assert.deepEqual(await scores(), kept)
+    }
   })
 
   it('is read by rolling-rate-limiter, metadata and all', async () => {

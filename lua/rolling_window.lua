@@ -236,16 +236,13 @@ local function meta_suffix(meta)
   return '|' .. meta
 end
 
--- The sliding log: only allowed actions are logged, `weight` of them, with `meta`.
-local function log_at(key, now, member, weight, meta, write)
-  local oldest, stored_newest = checked_ends(key)
-  local window_start = now - interval
-  local in_window = redis.call('ZCOUNT', key, after_window_start(now), '+inf')
-  -- (When the window holds an action, the log's newest is in it.)
-  local newest, anchor = 0, 0
-  if in_window > 0 then
-    newest = stored_newest
-  end
+-- The sliding log's answer to a call at `now` once the log is checked: `in_window` actions in
+-- the window, the newest of them `newest` (0 when none); `oldest`, the log's oldest score (nil for
+-- none), says whether an action may have left the window. Logs the `weight` if allowed and
+-- `write`; a call that writes then forgets what left the window (only LATE_CALL_MARGIN past it),
+-- refused or not.
+local function log_answer(key, now, member, weight, meta, write, in_window, newest, oldest)
+  local anchor = 0
   local k = in_window + weight - max_in_interval
   if k >= 1 and k <= in_window then
     anchor = score_at(key, k - 1 - in_window)
@@ -270,30 +267,48 @@ local function log_at(key, now, member, weight, meta, write)
     end
     redis.call('EXPIRE', key, ttl_seconds)
   end
-  -- After the additions (see limit_at); a refused call forgets what left the window too, but
-  -- only LATE_CALL_MARGIN past it.
+  -- After the additions (see limit_at).
   if write then
-    prune(key, oldest, window_start - LATE_CALL_MARGIN)
+    prune(key, oldest, now - interval - LATE_CALL_MARGIN)
   end
   return { now, in_window, newest, anchor }
 end
 
--- log_at for the usual consume (one action, no minDifference, allowed), as limit_first does
--- limit_at's. Its answer, { now, in_window, 0, 0 } (an allowed action's verdict needs neither the
--- newest action before it nor an anchor: judge in src/rolling_window.rs), is the count alone.
+-- The sliding log: only allowed actions are logged, `weight` of them, with `meta`.
+local function log_at(key, now, member, weight, meta, write)
+  local oldest, stored_newest = checked_ends(key)
+  local in_window = redis.call('ZCOUNT', key, after_window_start(now), '+inf')
+  -- (When the window holds an action, the log's newest is in it.)
+  local newest = 0
+  if in_window > 0 then
+    newest = stored_newest
+  end
+  return log_answer(key, now, member, weight, meta, write, in_window, newest, oldest)
+end
+
+-- log_at for the usual consume (one action, no minDifference), as limit_first does limit_at's.
+-- The answer of an allowed one, { now, in_window, 0, 0 } (an allowed action's verdict needs
+-- neither the newest action before it nor an anchor: judge in src/rolling_window.rs), is the count
+-- alone.
 local function log_first(key, now, member, weight, meta)
   if weight ~= 1 or min_difference > 0 then
     return nil
   end
   local in_window, earlier = counted(key, now)
-  if not in_window or in_window + 1 > max_in_interval
-    or redis.pcall('ZADD', key, 'NX', now, member .. ':1' .. meta_suffix(meta)) ~= 1 then
+  if not in_window then
+    return nil
+  end
+  -- (0 stands for the oldest score: at or before the window's start when `earlier` counts any.)
+  local oldest = earlier > 0 and 0 or nil
+  if in_window + 1 > max_in_interval then
+    -- Refused: nothing is added, and the log's newest is in the window.
+    return log_answer(key, now, member, 1, meta, true, in_window, score_at(key, -1), oldest)
+  end
+  if redis.pcall('ZADD', key, 'NX', now, member .. ':1' .. meta_suffix(meta)) ~= 1 then
     return nil
   end
   redis.call('EXPIRE', key, ttl_seconds)
-  if earlier > 0 then
-    prune(key, 0, now - interval - LATE_CALL_MARGIN)
-  end
+  prune(key, oldest, now - interval - LATE_CALL_MARGIN)
   return in_window
 end
 
