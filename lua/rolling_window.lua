@@ -47,7 +47,7 @@ local max_in_interval = tonumber(ARGV[2])
 local min_difference = tonumber(ARGV[3])
 local mode = ARGV[4]
 local record_blocked = ARGV[5] == '1'
--- A log's TTL in seconds, as EXPIRE takes it: rolling-rate-limiter's (the interval in whole
+-- A log's TTL in seconds, in text (see as_score): rolling-rate-limiter's (the interval in whole
 -- seconds, rounded up) plus one second, so that a key outlives clock skew and calls whose `now`
 -- runs ahead of the server's clock (as in tests) by up to a second.
 local ttl_text = string.format('%d', math.ceil(interval / 1000000) + 1)
@@ -64,9 +64,9 @@ local function after_window_start(now)
   return window_start_bound
 end
 
--- `now` as ZADD takes a score, kept for the last now asked for: Redis turns a number argument
--- into text on every call (about 0.4 µs for a time in microseconds, measured), a batch's calls
--- mostly share their now.
+-- `now` as a score for ZADD, in text, kept for the last now asked for: Redis formats a number
+-- argument on every call (snprintf, about 0.4 µs for a time in microseconds, measured), and the
+-- calls of a batch mostly share their now.
 local score_now, score_text
 local function as_score(now)
   if now ~= score_now then
