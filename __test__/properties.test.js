@@ -11,6 +11,7 @@ const fc = require('fast-check')
 
 const { FixedWindow, SlidingWindow, SlidingLog } = require('..')
 const { useRedisServer } = require('./helpers/redis-server.js')
+const { startArb } = require('./helpers/start-times.js')
 
 const redis = useRedisServer()
 const RUNS = Number(process.env.RATEKEEPER_PROPERTY_RUNS) || 40
@@ -18,9 +19,10 @@ const T0 = 1_700_000_000_000
 let namespaceCounter = 0
 
 /**
- * Random calls: time steps (backward by up to `back` ms now and then), ids among three, weights
- * 1 to 4; with `refunds`, some calls are `reward` or `reset` (then the bound is not checked:
- * refunds give capacity back).
+ * Random calls from a random start (see helpers/start-times.js): time steps (backward by up to
+ * `back` ms now and then, never before the start), ids among three, weights 1 to 4; with
+ * `refunds`, some calls are `reward` or `reset` (then the bound is not checked: refunds give
+ * capacity back).
  */
 function callsArb({ maxStep, back }) {
   const call = fc.record({
@@ -29,26 +31,26 @@ function callsArb({ maxStep, back }) {
     weight: fc.integer({ min: 1, max: 4 }),
     op: fc.constantFrom('consume', 'consume', 'consume', 'peek', 'reward', 'reset'),
   })
-  return fc.record({ refunds: fc.boolean(), calls: fc.array(call, { minLength: 10, maxLength: 60 }) })
+  return fc.record({ start: startArb(T0), refunds: fc.boolean(), calls: fc.array(call, { minLength: 10, maxLength: 60 }) })
 }
 
 /**
  * Runs the calls on a fresh limiter in memory and one on Redis; asserts equal answers; returns
  * the allowed consumes `{ at, id, weight }` (at in ms) when no refund was made.
  */
-async function runBoth(create, { refunds, calls }) {
+async function runBoth(create, { start, refunds, calls }) {
   namespaceCounter += 1
   const memory = create({})
   const onRedis = create({ client: redis.server.url, namespace: `prop${namespaceCounter}:` })
   const allowed = []
-  let now = T0
+  let now = start
   for (const [i, call] of calls.entries()) {
-    now = Math.max(T0, now + call.step)
+    now = Math.max(start, now + call.step)
     const op = refunds ? call.op : call.op === 'peek' ? 'peek' : 'consume'
     const run = (limiter) =>
       op === 'reset' ? limiter.reset(call.id) : limiter[op](call.id, { now, weight: call.weight }).catch((error) => error.code)
     const [a, b] = [await run(memory), await run(onRedis)]
-    assert.deepEqual(b, a, `call ${i} (${op} ${call.id} x${call.weight} at +${now - T0} ms)`)
+    assert.deepEqual(b, a, `call ${i} (${op} ${call.id} x${call.weight} at ${start} + ${now - start} ms)`)
     if (op === 'consume' && a.allowed) allowed.push({ at: now, id: call.id, weight: call.weight })
   }
   return refunds ? null : allowed
@@ -101,17 +103,17 @@ describe('properties', () => {
       op: fc.constantFrom('consume', 'consume', 'consume', 'peek', 'reward'),
     })
     await fc.assert(
-      fc.asyncProperty(fc.array(callArb, { minLength: 10, maxLength: 60 }), async (calls) => {
+      fc.asyncProperty(startArb(T0), fc.array(callArb, { minLength: 10, maxLength: 60 }), async (start, calls) => {
         namespaceCounter += 1
         const namespace = `share${namespaceCounter}:`
         const memory = limits.map((l) => new FixedWindow({ limits: l }))
         const onRedis = limits.map((l) => new FixedWindow({ limits: l, client: redis.server.url, namespace }))
-        let now = T0
+        let now = start
         for (const [i, call] of calls.entries()) {
-          now = Math.max(T0, now + call.step)
+          now = Math.max(start, now + call.step)
           const run = (limiter) => limiter[call.op](call.id, { now, weight: call.weight })
           const [a, b] = [await run(memory[call.which]), await run(onRedis[call.which])]
-          assert.deepEqual(b, a, `call ${i} (${call.op} ${call.id} x${call.weight} on limiter ${call.which} at +${now - T0} ms)`)
+          assert.deepEqual(b, a, `call ${i} (${call.op} ${call.id} x${call.weight} on limiter ${call.which} at ${start} + ${now - start} ms)`)
         }
       }),
       { numRuns: RUNS },

@@ -49,26 +49,39 @@ for (const [name, create] of Object.entries(stores)) {
       assert.equal((await limiter.consume('u', { now: T0 + 119 * SECOND, weight: 10 })).allowed, true)
     })
 
-    it('holds a burst then a sustained rate: 1000 in 1 s, 5000 in 10 s, 7000 in 15 s', async () => {
-      const limiter = create({
-        limits: [
-          { duration: SECOND, limit: 1000, precision: 100 },
-          { duration: 10 * SECOND, limit: 5000, precision: SECOND },
-          { duration: 15 * SECOND, limit: 7000, precision: SECOND },
-        ],
-      })
-      // A client asking for 2000 per second, 200 every 100 ms.
-      const perSecond = []
-      for (let second = 0; second < 15; second++) {
-        let admitted = 0
-        for (let step = 0; step < 10; step++) {
-          const answer = await limiter.consume('client', { now: T0 + second * SECOND + step * 100, weight: 200 })
-          if (answer.allowed) admitted += 200
+    // (From 0 too: test frameworks' fake clocks start at the epoch, where the windows reach back
+    // before it.)
+    for (const start of [T0, 0]) {
+      it(`holds a burst then a sustained rate: 1000 in 1 s, 5000 in 10 s, 7000 in 15 s (from ${start})`, async () => {
+        const limiter = create({
+          limits: [
+            { duration: SECOND, limit: 1000, precision: 100 },
+            { duration: 10 * SECOND, limit: 5000, precision: SECOND },
+            { duration: 15 * SECOND, limit: 7000, precision: SECOND },
+          ],
+        })
+        // A client asking for 2000 per second, 200 every 100 ms.
+        const perSecond = []
+        for (let second = 0; second < 15; second++) {
+          let admitted = 0
+          for (let step = 0; step < 10; step++) {
+            const answer = await limiter.consume('client', { now: start + second * SECOND + step * 100, weight: 200 })
+            if (answer.allowed) admitted += 200
+          }
+          perSecond.push(admitted)
         }
-        perSecond.push(admitted)
-      }
-      assert.deepEqual(perSecond, [1000, 1000, 1000, 1000, 1000, 0, 0, 0, 0, 0, 1000, 1000, 0, 0, 0])
-      assert.equal(perSecond.reduce((a, b) => a + b), 7000)
+        assert.deepEqual(perSecond, [1000, 1000, 1000, 1000, 1000, 0, 0, 0, 0, 0, 1000, 1000, 0, 0, 0])
+        assert.equal(perSecond.reduce((a, b) => a + b), 7000)
+      })
+    }
+
+    it('answers from the epoch on, where the window reaches back before it', async () => {
+      const limiter = create({ limits: [{ duration: 10 * SECOND, limit: 3, precision: SECOND }] })
+      for (let i = 0; i < 3; i++) assert.deepEqual(await limiter.consume('s', { now: 0 }), verdict(true, 0, 2 - i, 3, 10 * SECOND))
+      assert.deepEqual(await limiter.consume('s', { now: 500 }), verdict(false, 9500, 0, 3, 9500))
+      // Bucket 0 leaves the window at 10 s; the weight of 10.5 s stays until 20 s.
+      assert.deepEqual(await limiter.consume('s', { now: 10_500, weight: 2 }), verdict(true, 0, 1, 3, 10 * SECOND - 500))
+      assert.deepEqual(await limiter.peek('s', { now: 19_999, weight: 2 }), verdict(false, 1, 1, 3, 1))
     })
 
     it('checks several ids together and counts none when one refuses', async () => {

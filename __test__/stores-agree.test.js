@@ -2,8 +2,8 @@
 
 // The two stores are one algorithm: the same seeded random calls (ids, weights, time moving
 // forward by random steps, and now and then back, as from a host whose clock is behind) get the
-// same answers in memory and on Redis, for every limiter. A difference means a Lua script and its
-// Rust twin disagree.
+// same answers in memory and on Redis, for every limiter, from a present-day instant and from the
+// epoch (where fake clocks start). A difference means a Lua script and its Rust twin disagree.
 
 const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
@@ -12,6 +12,7 @@ const { RateLimiter, SlidingLog, FixedWindow, SlidingWindow, createRateLimit, Re
 const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
 const { useRedisServer } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
+const { NEAR_EPOCH } = require('./helpers/start-times.js')
 
 const redis = useRedisServer()
 
@@ -19,19 +20,20 @@ const CALLS = 400
 const T0 = 1_700_000_000_000
 
 /**
- * Runs `CALLS` random calls on both limiters; `step(limiter, rand, now)` makes one call and
- * returns its answer (or the error's code). With `late`, one step in ten goes back in time.
+ * Runs `CALLS` random calls on both limiters, from T0 and from the epoch; `step(limiter, rand,
+ * now)` makes one call and returns its answer (or the error's code). With `late`, one step in ten
+ * goes back in time (never before the start).
  */
 async function compare(name, create, step, late = true) {
-  for (const seed of [1, 2, 3]) {
+  for (const [seed, start] of [[1, T0], [2, T0], [3, T0], [4, NEAR_EPOCH[0]], [5, NEAR_EPOCH[2]]]) {
     const memory = create({})
     const onRedis = create({ client: redis.server.url, namespace: `agree-${name}-${seed}:` })
     const rand = random(seed)
-    let now = T0
+    let now = start
     for (let call = 0; call < CALLS; call++) {
       const back = rand() < 0.1
       const jump = Math.floor(rand() * (back ? 1500 : 400))
-      now = Math.max(T0, back && late ? now - jump : now + jump)
+      now = Math.max(start, back && late ? now - jump : now + jump)
       const state = rand()
       const answer = async (limiter) => {
         try {
@@ -41,7 +43,7 @@ async function compare(name, create, step, late = true) {
         }
       }
       const [a, b] = [await answer(memory), await answer(onRedis)]
-      assert.deepEqual(b, a, `${name}, seed ${seed}, call ${call} at +${now - T0} ms`)
+      assert.deepEqual(b, a, `${name}, seed ${seed}, call ${call} at ${start} + ${now - start} ms`)
     }
   }
 }
@@ -98,6 +100,21 @@ describe('memory and Redis answer alike', () => {
       if (r < 0.95) return limiter.peek(callIds, { now, weight })
       return limiter.reset(callIds)
     }, false))
+
+  // The limiters above with more operations; these with consume, peek, reward and reset.
+  for (const [name, create] of Object.entries(LIMITERS)) {
+    it(`${name} (consume, peek, reward, reset)`, () =>
+      compare(`every-${name}`, create, (limiter, rand, now) => {
+        const id = pick(rand, ids)
+        const callIds = ONE_ID.has(name) || rand() < 0.6 ? id : [id, pick(rand, ids)]
+        const weight = 1 + Math.floor(rand() * 3)
+        const r = rand()
+        if (r < 0.6) return limiter.consume(callIds, { now, weight })
+        if (r < 0.85) return limiter.peek(callIds, { now, weight })
+        if (r < 0.95) return limiter.reward(callIds, { now, weight })
+        return limiter.reset(callIds)
+      }, name !== 'SlidingWindow'))
+  }
 
   it("redback's bucket circle", () =>
     compare('redback', (o) => createRateLimit('agree', { bucket_span: 10, bucket_interval: 1, ...o }), (limiter, rand, now) => {

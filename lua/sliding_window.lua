@@ -59,6 +59,13 @@ local live_fields, fields_now = {}, nil
 -- oldest bucket the hash named (false for none).
 local write_keys, write_limits, write_counts, write_fresh, write_oldest = {}, {}, {}, {}, {}
 
+-- The oldest bucket of limit j that may hold weight at `now`: the window's first, or bucket 0
+-- while the window still reaches back before the epoch (no call is older, and the oldest bucket
+-- is stored as a whole number).
+local function first_live_bucket(j, now)
+  return math.max(math.floor(now / precisions[j]) - buckets[j] + 1, 0)
+end
+
 local function judge(first_key, id_count, now, weight)
   if now ~= fields_now then
     for j = 1, limit_count do
@@ -78,8 +85,7 @@ local function judge(first_key, id_count, now, weight)
     local found = 0
     for j = 1, limit_count do
       local prefix = prefixes[j]
-      local bucket = math.floor(now / precisions[j])
-      local first_live = bucket - buckets[j] + 1
+      local first_live = first_live_bucket(j, now)
       local fields = live_fields[j]
       local stored = redis.call('HMGET', key, unpack(fields))
       local oldest = whole(key, fields[1], stored[1])
@@ -137,7 +143,7 @@ local function judge(first_key, id_count, now, weight)
     for w = 1, writes do
       local j = write_limits[w]
       local fields = live_fields[j]
-      local first_live = math.floor(now / precisions[j]) - buckets[j] + 1
+      local first_live = first_live_bucket(j, now)
       if write_oldest[w] == first_live then
         redis.call('HSET', write_keys[w], fields[#fields], write_counts[w])
       else
