@@ -125,6 +125,18 @@ for (const [name, create] of Object.entries(stores)) {
       assert.deepEqual(await limiter.consume('b', { now: T0 + SECOND }), verdict(true, 0, 4, 6, SECOND))
     })
 
+    it('keeps the count of a window that ended before a reward, for a late call that counts in it', async () => {
+      // (stores-agree's counterexample: on Redis the reward deleted the 1 s window's counter, and
+      // the late call counted 1 where memory counted 3 + 1.)
+      const limiter = create({ limits: [{ duration: SECOND, limit: 5 }, { duration: 4 * SECOND, limit: 12 }] })
+      assert.deepEqual(await limiter.consume('c', { now: T0 + 500, weight: 3 }), verdict(true, 0, 2, 5, 3500))
+      // In the next 1 s window: nothing to give back there; the 4 s window gets 1 back.
+      assert.deepEqual(await limiter.reward('c', { now: T0 + 1100 }), verdict(true, 0, 5, 5, 2900))
+      // 400 ms late, in the first 1 s window, which still holds 3.
+      assert.deepEqual(await limiter.consume('c', { now: T0 + 700 }), verdict(true, 0, 1, 5, 3300))
+      assert.deepEqual(await limiter.consume('c', { now: T0 + 700, weight: 2 }), verdict(false, 300, 1, 5, 3300))
+    })
+
     it('makes a late call wait for the end of the newer window its counter is in', async () => {
       // A host whose clock is a second behind, after a call in the next window.
       const limiter = create({ limits: [{ duration: MINUTE, limit: 1 }] })

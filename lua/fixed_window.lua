@@ -264,7 +264,9 @@ local function read(key, i, now)
       ahead[n + j] = newest[j] - window
     else
       counts[n + j], counted[n + j], exists[n + j], ahead[n + j] = 0, window, false, 0
-      if newest_field[j] then
+      -- A consume moves the counter to the new window. A reward leaves an ended window's counter
+      -- for a late call that still counts in it (src/fixed_window.rs keeps it too).
+      if newest_field[j] and mode == 'consume' then
         mark_stale(newest_field[j])
       end
     end

@@ -13,7 +13,7 @@
 use smallvec::SmallVec;
 
 use crate::error::{ErrorCode, Failure, Outcome};
-use crate::time::{duration_option, Micros};
+use crate::time::{duration_option, Micros, CLOCK_SKEW};
 use crate::verdict::{check_limit_count, Tally, Verdict, NEVER};
 
 /// The largest `limit` (and weight): counts stay exact in a Lua double.
@@ -161,15 +161,16 @@ impl Counters {
     }
 
     /// Gives `weight` back to every limit's counter of the current window (or the newer one it
-    /// is in), never below zero. Returns `true` when every window has ended (see
-    /// [`Counters::is_idle`]).
+    /// is in), never below zero; a counter of an ended window keeps its count for late calls.
+    /// Returns `true` when every window ended [`CLOCK_SKEW`] before `now` (see
+    /// [`Counters::is_idle`]): no call that is judged alike on both stores can count in them.
     pub fn reward(&mut self, limiter: &FixedWindow, weight: u64, now: Micros) -> bool {
         for (j, (window, count)) in self.windows.iter_mut().enumerate() {
             if *window >= limiter.window(j, now) {
                 *count = count.saturating_sub(weight);
             }
         }
-        self.is_idle(limiter, now)
+        self.is_idle(limiter, now.saturating_sub(CLOCK_SKEW))
     }
 
     /// True when every window has ended: the counters hold nothing any more.
@@ -384,7 +385,22 @@ mod tests {
         assert_eq!(counts, [0, 0, 3, 0]);
         // Back to 0, but the 10 s window goes on: a late call still counts in it.
         assert!(!c.reward(&w, 10, SECOND));
-        assert!(c.reward(&w, 1, 10 * SECOND));
+        // Idle once every window ended a clock skew ago.
+        assert!(!c.reward(&w, 1, 10 * SECOND));
+        assert!(c.reward(&w, 1, 11 * SECOND));
+    }
+
+    #[test]
+    fn a_reward_after_a_window_ended_leaves_its_count_for_late_calls() {
+        // Regression: Redis deleted the ended window's counter on a reward, memory kept it, and a
+        // late call counted 3 + 1 in memory but 0 + 1 on Redis.
+        let w = limiter(&[(1000.0, 5.0), (4000.0, 12.0)]);
+        let mut c = Counters::default();
+        c.add(&w, 3, 500 * MS);
+        assert!(!c.reward(&w, 1, SECOND + 100 * MS));
+        let mut counts = Vec::new();
+        c.counts_at(&w, 700 * MS, &mut counts);
+        assert_eq!(counts, [3, 0, 2, 0]);
     }
 
     #[test]
