@@ -9,6 +9,7 @@ const fc = require('fast-check')
 
 const { LeakyBucket, RedisStore } = require('..')
 const { useRedisServer } = require('./helpers/redis-server.js')
+const { startArb } = require('./helpers/start-times.js')
 
 const redis = useRedisServer()
 let namespaceCounter = 0
@@ -336,8 +337,11 @@ describe('LeakyBucket properties', () => {
   const I = 700_000 // µs
   const ids = ['a', 'b', 'c']
 
-  /** Runs `calls` on both stores; returns the answers and each id's log of allowed consumes (µs). */
-  async function run(calls) {
+  /**
+   * Runs `calls` on both stores from `start` (ms); returns the answers and each id's log of allowed
+   * consumes (µs).
+   */
+  async function run(calls, start) {
     const namespace = nextNamespace()
     const memory = new LeakyBucket(OPTIONS)
     const onRedis = new LeakyBucket({ client: store, namespace, ...OPTIONS })
@@ -349,12 +353,12 @@ describe('LeakyBucket properties', () => {
       us = Math.max(0, us + step)
       latest = Math.max(latest, us)
       lateness = Math.max(lateness, latest - us)
-      const options = { now: T0 + us / 1000, weight }
+      const options = { now: start + us / 1000, weight }
       const answers = []
       for (const limiter of [memory, onRedis]) {
         answers.push(await (op === 'reset' ? limiter.reset(id) : limiter[op](id, options)))
       }
-      assert.deepEqual(answers[1], answers[0], `call ${index} at +${us} µs: ${op} ${id} ${weight}`)
+      assert.deepEqual(answers[1], answers[0], `call ${index} at ${start} ms + ${us} µs: ${op} ${id} ${weight}`)
       if (op === 'consume' && answers[0].allowed) for (const one of [id].flat()) admitted[one].push([us, weight])
     }
     // Every key written has a TTL.
@@ -388,8 +392,8 @@ describe('LeakyBucket properties', () => {
 
   it('both stores answer alike, whatever the calls (late ones, rewards and resets included)', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(call(['consume', 'consume', 'peek', 'reward', 'reset'], 1_500_000), { minLength: 30, maxLength: 60 }), async (calls) => {
-        await run(calls)
+      fc.asyncProperty(fc.array(call(['consume', 'consume', 'peek', 'reward', 'reset'], 1_500_000), { minLength: 30, maxLength: 60 }), startArb(T0), async (calls, start) => {
+        await run(calls, start)
       }),
       { numRuns: 30, seed: 4242 },
     )
@@ -398,8 +402,8 @@ describe('LeakyBucket properties', () => {
   it('no interval admits more than capacity + leakAmount * ceil(t / leakInterval), in time order', async () => {
     let reached = 0
     await fc.assert(
-      fc.asyncProperty(fc.array(call(['consume', 'consume', 'consume', 'peek'], 0), { minLength: 30, maxLength: 60 }), async (calls) => {
-        const { admitted } = await run(calls)
+      fc.asyncProperty(fc.array(call(['consume', 'consume', 'consume', 'peek'], 0), { minLength: 30, maxLength: 60 }), startArb(T0), async (calls, start) => {
+        const { admitted } = await run(calls, start)
         for (const log of Object.values(admitted)) {
           for (const t of [I / 2, I, I + 1, 2.5 * I, 4 * I]) {
             const most = mostIn(log, t)
@@ -416,8 +420,8 @@ describe('LeakyBucket properties', () => {
 
   it('with calls up to δ late, no interval admits more than capacity + leakAmount * ceil((t + δ) / leakInterval)', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(call(['consume', 'consume', 'consume', 'peek'], 400_000), { minLength: 30, maxLength: 60 }), async (calls) => {
-        const { admitted, lateness } = await run(calls)
+      fc.asyncProperty(fc.array(call(['consume', 'consume', 'consume', 'peek'], 400_000), { minLength: 30, maxLength: 60 }), startArb(T0), async (calls, start) => {
+        const { admitted, lateness } = await run(calls, start)
         for (const log of Object.values(admitted)) {
           for (const t of [I / 2, I, 2.5 * I, 4 * I]) assert.ok(mostIn(log, t) <= bound(t + lateness), `t = ${t} µs, δ = ${lateness}: ${JSON.stringify(log)}`)
         }

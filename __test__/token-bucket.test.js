@@ -12,6 +12,7 @@ const fc = require('fast-check')
 const { TokenBucket, RedisStore } = require('..')
 const { useRedisServer } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
+const { startArb } = require('./helpers/start-times.js')
 
 const redis = useRedisServer()
 let namespaceCounter = 0
@@ -528,17 +529,17 @@ describe('TokenBucket: memory and Redis agree, and the bound holds', () => {
       { minLength: 30, maxLength: 60 },
     )
 
-  /** Runs `calls` on both stores; returns the common answers. */
-  async function both(options, calls) {
+  /** Runs `calls` on both stores from `start` (ms); returns the common answers. */
+  async function both(options, calls, start) {
     const memory = new TokenBucket(options)
     const onRedis = new TokenBucket({ client: redis.server.url, namespace: `tb-agree-${++namespaceCounter}:`, ...options })
     let us = 0
     const answers = []
     for (const { step, ids, weight, op } of calls) {
       us = Math.max(0, us + step)
-      const args = op === 'reset' ? [ids] : [ids, { now: at(us), weight }]
+      const args = op === 'reset' ? [ids] : [ids, { now: start + us / 1000, weight }]
       const [a, b] = [await memory[op](...args), await onRedis[op](...args)]
-      assert.deepEqual(b, a, `${op}(${JSON.stringify(ids)}, weight ${weight}) at ${us} µs`)
+      assert.deepEqual(b, a, `${op}(${JSON.stringify(ids)}, weight ${weight}) at ${start} ms + ${us} µs`)
       answers.push({ us, ids: [ids].flat(), weight, op, answer: a })
     }
     return answers
@@ -546,8 +547,8 @@ describe('TokenBucket: memory and Redis agree, and the bound holds', () => {
 
   it('answers alike on both stores (consume, peek, reward, reset; late calls)', async () => {
     await fc.assert(
-      fc.asyncProperty(config, call(['consume', 'consume', 'peek', 'reward', 'reset']), async (c, calls) => {
-        await both(optionsOf(c), calls)
+      fc.asyncProperty(config, call(['consume', 'consume', 'peek', 'reward', 'reset']), startArb(T0), async (c, calls, start) => {
+        await both(optionsOf(c), calls, start)
       }),
       { numRuns: 50, seed: 7 },
     )
@@ -568,14 +569,14 @@ describe('TokenBucket: memory and Redis agree, and the bound holds', () => {
     // for forgetAfter, which covers the difference when forgetAfter >= 300 ms; below it, time only
     // moves forward in this run.)
     await fc.assert(
-      fc.asyncProperty(config, call(['consume', 'consume', 'consume', 'peek']), async (c, generated) => {
+      fc.asyncProperty(config, call(['consume', 'consume', 'consume', 'peek']), startArb(T0), async (c, generated, start) => {
         const options = optionsOf(c)
         const { capacity, refillAmount: A, forgetAfter = Infinity } = options
         const I = Math.round(options.refillInterval * 1000)
         const bound = (t) => capacity + Math.floor((A * t) / I)
         const calls = forgetAfter >= 300 ? generated : generated.map((x) => ({ ...x, step: Math.max(0, x.step) }))
         const logs = { a: [], b: [], c: [] }
-        for (const { us, ids, weight, op, answer } of await both(options, calls)) {
+        for (const { us, ids, weight, op, answer } of await both(options, calls, start)) {
           if (op !== 'consume' || !answer.allowed) continue
           for (const id of new Set(ids)) {
             const log = logs[id]
