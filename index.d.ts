@@ -144,7 +144,13 @@ export interface StoreFallback {
 export interface RateLimiterOptions extends StoreOptions, BlockCacheOptions {
   /** The window's length in milliseconds (> 0). Required. */
   interval: number
-  /** How many actions the window admits: a whole number from 1 to 100,000 (one stored entry per action: larger limits belong in a counter limiter). Required. */
+  /**
+   * How many actions the window admits: a whole number from 1 to 1e15. Required. Every action
+   * in the window is an entry of the id's log, so a full log costs memory per id: about 24 to 48
+   * bytes an action in memory, about 140 on Redis (a million an hour: 24-48 MB, or 140 MB on
+   * Redis, for an id that uses it all). A counter limiter (`FixedWindow`, `SlidingWindow`)
+   * keeps a few numbers instead.
+   */
   maxInInterval: number
   /** The least time between two consecutive actions, in milliseconds. Default `0`. */
   minDifference?: number
@@ -311,7 +317,12 @@ export interface RateLimiter {
 
 /** Per-call options of `consume` and `peek` on a rolling window (sliding log). */
 export interface LogOptions extends CallOptions {
-  /** How many actions this call is: a whole number from 1. Default `1`. */
+  /**
+   * How many actions this call is: a whole number from 1 to 10,000. Default `1`. Each is an
+   * entry of the log, written by one Redis script, so one call logs at most 10,000 (about 30 ms
+   * of Redis's time); more is a `RangeError` with code `ERR_INVALID_ARGUMENT`, whatever the
+   * limit. (`reward` takes any weight: it only forgets.)
+   */
   weight?: number
   /** Metadata kept with the actions (at most 1 KiB), read back by `entries`. */
   meta?: string

@@ -88,3 +88,22 @@ for (const [clientName, createUpstream] of Object.entries(upstreamClients)) {
     })
   })
 }
+
+describe('limits above 100,000, as rolling-rate-limiter takes them', () => {
+  it('answer alike in memory and on Redis: a million an hour', async () => {
+    const big = { interval: 3_600_000, maxInInterval: 1_000_000 }
+    const pairs = [
+      [new upstream.InMemoryRateLimiter(big), new ratekeeper.InMemoryRateLimiter(big)],
+      [new upstream.RedisRateLimiter({ client: ioredis, namespace: 'big-up:', ...big }), new ratekeeper.RedisRateLimiter({ client: ioredis, namespace: 'big-ours:', ...big })],
+    ]
+    for (const [theirs, ours] of pairs) {
+      for (let i = 0; i < 3; i++) {
+        const [a, b] = [await theirs.limitWithInfo('user'), await ours.limitWithInfo('user')]
+        assert.deepEqual([b.blocked, b.actionsRemaining], [a.blocked, a.actionsRemaining])
+        assert.equal(b.actionsRemaining, 999_999 - i)
+      }
+      // (The in-memory package keeps a timer per id for the interval: an hour.)
+      await theirs.clear('user')
+    }
+  })
+})

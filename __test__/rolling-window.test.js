@@ -209,6 +209,14 @@ for (const [name, create] of Object.entries(stores)) {
       assert.equal(await limiter.limit('someone', at(1)), false)
     })
 
+    it('takes maxInInterval above 100,000, as rolling-rate-limiter does', async () => {
+      // (It was capped at 100,000: a global limit of a million an hour threw on the switch.)
+      const limiter = create({ interval: 3_600_000, maxInInterval: 1_000_000 })
+      assert.equal(limiter.maxInInterval, 1_000_000)
+      assert.deepEqual(await limiter.limitWithInfo(id, at(0)), allowed(0, 999_999))
+      assert.deepEqual(await limiter.limitWithInfo(id, at(1)), allowed(0, 999_998))
+    })
+
     it('exposes the options as rolling-rate-limiter does (microseconds)', () => {
       const limiter = create({ interval: 10, maxInInterval: 3, minDifference: 2 })
       assert.equal(limiter.interval, 10_000)

@@ -67,6 +67,35 @@ for (const [name, create] of Object.entries(stores)) {
       assert.deepEqual(await log.entries('nobody', at(3)), [])
     })
 
+    it('keeps an empty meta as a value, apart from none', async () => {
+      // (On Redis an empty meta was stored as none: `entries` left `meta` out.)
+      const log = create({ interval: 60 * SECOND, maxInInterval: 5 })
+      await log.consume('u', at(0, { meta: '' }))
+      await log.consume('u', at(1))
+      await log.consume('u', at(2, { meta: '', weight: 2 }))
+      assert.deepEqual(await log.entries('u', at(3)), [{ at: T, meta: '' }, { at: T + SECOND }, { at: T + 2 * SECOND, meta: '' }, { at: T + 2 * SECOND, meta: '' }])
+    })
+
+    it('takes limits above 100,000, and at most 10,000 actions in one call', async () => {
+      // A million an hour: the log fills over many calls; one call logs at most 10,000.
+      const log = create({ interval: 3600 * SECOND, maxInInterval: 1_000_000 })
+      assert.deepEqual(await log.consume('global', at(0, { weight: 10_000 })), verdict(true, 0, 990_000, 1_000_000, 3600 * SECOND))
+      assert.deepEqual(await log.peek('global', at(1, { weight: 10_000 })), verdict(true, 0, 990_000, 1_000_000, 3599 * SECOND))
+      for (const call of [(options) => log.consume('global', options), (options) => log.peek('global', options)]) {
+        await assert.rejects(call(at(2, { weight: 10_001 })), (error) => {
+          assert.equal(error.name, 'RangeError')
+          assert.equal(error.code, 'ERR_INVALID_ARGUMENT')
+          assert.match(error.message, /`weight` of a sliding log's call must be at most 10000/)
+          return true
+        })
+      }
+      // Nothing was logged by the refused calls; a reward of any weight only forgets.
+      assert.equal((await log.entries('global', at(3))).length, 10_000)
+      assert.deepEqual(await log.reward('global', at(3, { weight: 50_000 })), verdict(true, 0, 1_000_000, 1_000_000, 0))
+      // The same bound whatever the limit: a weight above it is an error, not a refusal.
+      await assert.rejects(create({ interval: 1000, maxInInterval: 5 }).consume('u', { weight: 1e6 }), { name: 'RangeError', code: 'ERR_INVALID_ARGUMENT' })
+    })
+
     it('rejects bad calls with codes', async () => {
       const log = create({ interval: 1000, maxInInterval: 1 })
       await assert.rejects(log.consume('u', { meta: 5 }), { name: 'TypeError', code: 'ERR_INVALID_ARGUMENT' })

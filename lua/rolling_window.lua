@@ -24,7 +24,8 @@
 -- ARGV[6]        the batch's shape (see each_call in lua/prelude.lua)
 -- then per call  its now, in microseconds since the epoch ("" for the server's clock), and its
 --                member (unique); for "consume", "check" and "reward" also its weight and
---                metadata
+--                what follows each action's member: "|" and the metadata ("|" alone for an
+--                empty one), or "" for none
 --
 -- Reply, per call (or, when that call alone failed, e.g. WRONGTYPE, its error message as a
 -- string):
@@ -237,20 +238,12 @@ local function limit_first(key, now, member)
   return limit_answer(key, now, member, in_window + 1)
 end
 
--- What follows an action's member: "|" and its metadata, if any.
-local function meta_suffix(meta)
-  if meta == '' then
-    return ''
-  end
-  return '|' .. meta
-end
-
 -- The sliding log's answer to a call at `now` once the log is checked: `in_window` actions in
 -- the window, the newest of them `newest` (0 when none); `oldest`, the log's oldest score (nil for
 -- none), says whether an action may have left the window. Logs the `weight` if allowed and
--- `write`; a call that writes then forgets what left the window (only LATE_CALL_MARGIN past it),
--- refused or not.
-local function log_answer(key, now, member, weight, meta, write, in_window, newest, oldest)
+-- `write`, each action's member followed by `suffix` (its metadata); a call that writes then
+-- forgets what left the window (only LATE_CALL_MARGIN past it), refused or not.
+local function log_answer(key, now, member, weight, suffix, write, in_window, newest, oldest)
   local anchor = 0
   local k = in_window + weight - max_in_interval
   if k >= 1 and k <= in_window then
@@ -259,7 +252,6 @@ local function log_answer(key, now, member, weight, meta, write, in_window, newe
   local allowed = in_window + weight <= max_in_interval
     and not (in_window > 0 and min_difference > 0 and now - newest < min_difference)
   if write and allowed then
-    local suffix = meta_suffix(meta)
     if weight == 1 then
       -- The usual call: one action, and no table to build.
       redis.call('ZADD', key, as_score(now), member .. ':1' .. suffix)
@@ -283,8 +275,8 @@ local function log_answer(key, now, member, weight, meta, write, in_window, newe
   return { now, in_window, newest, anchor }
 end
 
--- The sliding log: only allowed actions are logged, `weight` of them, with `meta`.
-local function log_at(key, now, member, weight, meta, write)
+-- The sliding log: only allowed actions are logged, `weight` of them, followed by `suffix`.
+local function log_at(key, now, member, weight, suffix, write)
   local oldest, stored_newest = checked_ends(key)
   local in_window = redis.call('ZCOUNT', key, after_window_start(now), '+inf')
   -- (When the window holds an action, the log's newest is in it.)
@@ -292,14 +284,14 @@ local function log_at(key, now, member, weight, meta, write)
   if in_window > 0 then
     newest = stored_newest
   end
-  return log_answer(key, now, member, weight, meta, write, in_window, newest, oldest)
+  return log_answer(key, now, member, weight, suffix, write, in_window, newest, oldest)
 end
 
 -- log_at for the usual consume (one action, no minDifference), as limit_first does limit_at's.
 -- The answer of an allowed one, { now, in_window, 0, 0 } (an allowed action's verdict needs
 -- neither the newest action before it nor an anchor: judge in src/rolling_window.rs), is the count
 -- alone.
-local function log_first(key, now, member, weight, meta)
+local function log_first(key, now, member, weight, suffix)
   if weight ~= 1 or min_difference > 0 then
     return nil
   end
@@ -311,9 +303,9 @@ local function log_first(key, now, member, weight, meta)
   local oldest = earlier > 0 and 0 or nil
   if in_window + 1 > max_in_interval then
     -- Refused: nothing is added, and the log's newest is in the window.
-    return log_answer(key, now, member, 1, meta, true, in_window, score_at(key, -1), oldest)
+    return log_answer(key, now, member, 1, suffix, true, in_window, score_at(key, -1), oldest)
   end
-  if redis.pcall('ZADD', key, 'NX', as_score(now), member .. ':1' .. meta_suffix(meta)) ~= 1 then
+  if redis.pcall('ZADD', key, 'NX', as_score(now), member .. ':1' .. suffix) ~= 1 then
     return nil
   end
   redis.call('EXPIRE', key, ttl_text)
@@ -356,13 +348,13 @@ for i, arg in each_call(6, stride) do
   elseif mode == 'reward' then
     ok, answer = pcall(reward_at, key, now, tonumber(ARGV[arg + 2]))
   elseif logging then
-    local member, weight, meta = ARGV[arg + 1], tonumber(ARGV[arg + 2]), ARGV[arg + 3]
+    local member, weight, suffix = ARGV[arg + 1], tonumber(ARGV[arg + 2]), ARGV[arg + 3]
     if mode == 'consume' then
-      answer = log_first(key, now, member, weight, meta)
+      answer = log_first(key, now, member, weight, suffix)
     end
     ok = answer ~= nil
     if not ok then
-      ok, answer = pcall(log_at, key, now, member, weight, meta, mode == 'consume')
+      ok, answer = pcall(log_at, key, now, member, weight, suffix, mode == 'consume')
     end
   else
     ok, answer = pcall(entries_at, key, now)

@@ -16,13 +16,28 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::error::{ErrorCode, Failure, Outcome};
+use crate::fixed_window::count_option;
 use crate::time::{duration_option, micros_to_millis_ceil, Micros};
 use crate::verdict::{Verdict, NEVER};
 
-/// The largest `maxInInterval`: every counted action is stored, so this bounds memory per id, and
-/// what one weighted call writes in one script (100,000 members take Redis about 0.3 s; a million
-/// blocked it for seconds, found by the fuzz test). Larger limits belong in a counter limiter.
-pub const MAX_IN_INTERVAL_LIMIT: u32 = 100_000;
+/// The most actions one call of the sliding log may log or ask about (`weight`): each is an
+/// entry of the log, a member of a sorted set on Redis, written by one script that blocks Redis
+/// meanwhile (about 3 µs a member: 30 ms for this many; a million blocked it for seconds, found by
+/// the fuzz test). The limit itself (`maxInInterval`) may be larger: its log fills over many calls.
+pub const MAX_LOGGED_WEIGHT: u64 = 10_000;
+
+/// Checks the `weight` of a sliding log's `consume` or `peek` against [`MAX_LOGGED_WEIGHT`].
+pub fn check_logged_weight(weight: u64) -> Outcome<()> {
+    if weight > MAX_LOGGED_WEIGHT {
+        return Err(Failure::range_error(
+            ErrorCode::InvalidArgument,
+            format!(
+                "`weight` of a sliding log's call must be at most {MAX_LOGGED_WEIGHT} (each action is an entry of the log), got {weight}"
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// A validated rolling-window configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +69,7 @@ pub struct WindowInfo {
     pub blocked_due_to_count: bool,
     pub blocked_due_to_min_difference: bool,
     pub micros_until_allowed: Micros,
-    pub actions_remaining: u32,
+    pub actions_remaining: u64,
 }
 
 impl WindowInfo {
@@ -67,8 +82,10 @@ impl WindowInfo {
 impl RollingWindow {
     /// Validates rolling-rate-limiter's options (milliseconds).
     ///
-    /// `interval` > 0, `max_in_interval` a whole number from 1 to [`MAX_IN_INTERVAL_LIMIT`],
-    /// `min_difference` >= 0; anything else is a `RangeError` naming the option.
+    /// `interval` > 0, `max_in_interval` a whole number from 1 to
+    /// [`MAX_COUNT`](crate::fixed_window::MAX_COUNT) (any limit rolling-rate-limiter takes: memory
+    /// per id grows with the log, one entry per action), `min_difference` >= 0; anything else is a
+    /// `RangeError` naming the option.
     pub fn new(
         interval_ms: f64,
         max_in_interval: f64,
@@ -77,19 +94,10 @@ impl RollingWindow {
     ) -> Outcome<Self> {
         let interval = duration_option("interval", interval_ms, 0.0, true)?;
         let min_difference = duration_option("minDifference", min_difference_ms, 0.0, false)?;
-        if !(max_in_interval.fract() == 0.0
-            && (1.0..=f64::from(MAX_IN_INTERVAL_LIMIT)).contains(&max_in_interval))
-        {
-            return Err(Failure::range_error(
-                ErrorCode::InvalidOption,
-                format!(
-                    "`maxInInterval` must be a whole number from 1 to {MAX_IN_INTERVAL_LIMIT}, got {max_in_interval}"
-                ),
-            ));
-        }
+        let max_in_interval = count_option("maxInInterval", max_in_interval, 1.0)?;
         Ok(Self {
             interval,
-            max_in_interval: max_in_interval as usize,
+            max_in_interval: usize::try_from(max_in_interval).unwrap_or(usize::MAX),
             min_difference,
             record_blocked,
         })
@@ -133,7 +141,7 @@ impl RollingWindow {
             blocked_due_to_count,
             blocked_due_to_min_difference,
             micros_until_allowed: self.min_difference.max(until_unblocked),
-            actions_remaining: self.max_in_interval.saturating_sub(facts.count) as u32,
+            actions_remaining: self.max_in_interval.saturating_sub(facts.count) as u64,
         }
     }
 
@@ -145,7 +153,7 @@ impl RollingWindow {
         WindowInfo {
             micros_until_allowed: verdict.time_left,
             // rolling-rate-limiter's count of room in the window, whatever minDifference says.
-            actions_remaining: self.max_in_interval.saturating_sub(log.in_window) as u32,
+            actions_remaining: self.max_in_interval.saturating_sub(log.in_window) as u64,
             ..info
         }
     }
@@ -333,9 +341,11 @@ impl Timeline {
     fn log(&mut self, window: &RollingWindow, now: Micros, weight: u64, meta: Option<Arc<str>>) {
         let position = self.entries.partition_point(|e| e.at <= now);
         let entry = Entry { at: now, meta };
-        for _ in 0..weight.min(window.max_in_interval() as u64) {
-            self.entries.insert(position, entry.clone());
-        }
+        let count = weight.min(window.max_in_interval() as u64) as usize;
+        // At once, after the entries at or before `now` (a late call's go in the middle).
+        let later = self.entries.split_off(position);
+        self.entries.extend(std::iter::repeat_n(entry, count));
+        self.entries.extend(later);
         // Not capped (as the script's "consume" does not): a reward takes the newest entries
         // back, and a late call may then count older ones again. Only allowed actions are logged,
         // so the window holds at most `max_in_interval` of them anyway.
@@ -406,12 +416,12 @@ mod tests {
     fn info(
         blocked: (bool, bool, bool),
         wait_ms: i64,
-        remaining: u32,
-    ) -> (bool, bool, bool, i64, u32) {
+        remaining: u64,
+    ) -> (bool, bool, bool, i64, u64) {
         (blocked.0, blocked.1, blocked.2, wait_ms, remaining)
     }
 
-    fn summary(i: WindowInfo) -> (bool, bool, bool, i64, u32) {
+    fn summary(i: WindowInfo) -> (bool, bool, bool, i64, u64) {
         (
             i.blocked,
             i.blocked_due_to_count,
@@ -663,7 +673,7 @@ mod tests {
             (f64::NAN, 1.0, 0.0, "`interval`"),
             (10.0, 0.0, 0.0, "`maxInInterval`"),
             (10.0, 1.5, 0.0, "`maxInInterval`"),
-            (10.0, 2e6, 0.0, "`maxInInterval`"),
+            (10.0, 2e15, 0.0, "`maxInInterval`"),
             (10.0, f64::INFINITY, 0.0, "`maxInInterval`"),
             (10.0, 1.0, -1.0, "`minDifference`"),
         ];
@@ -672,5 +682,45 @@ mod tests {
             assert_eq!(err.code, ErrorCode::InvalidOption);
             assert!(err.message.contains(name), "{}", err.message);
         }
+    }
+
+    #[test]
+    fn a_limit_above_a_hundred_thousand_is_a_limit() {
+        // Regression: maxInInterval was capped at 100,000, and a global limit of a million an
+        // hour, which rolling-rate-limiter takes, threw.
+        let w = RollingWindow::new(3_600_000.0, 1e6, 0.0, true).unwrap();
+        let mut t = Timeline::default();
+        let first = t.attempt(&w, 0);
+        assert_eq!((first.blocked, first.actions_remaining), (false, 999_999));
+        let log = RollingWindow::new(3_600_000.0, 1e15, 0.0, false).unwrap();
+        let v = log.judge(
+            &t.log_facts(&log, 0, MAX_LOGGED_WEIGHT),
+            MAX_LOGGED_WEIGHT,
+            0,
+            true,
+        );
+        assert_eq!(
+            (v.allowed, v.remaining),
+            (true, 1e15 as u64 - 1 - MAX_LOGGED_WEIGHT)
+        );
+    }
+
+    #[test]
+    fn one_call_logs_at_most_max_logged_weight_actions() {
+        assert!(check_logged_weight(MAX_LOGGED_WEIGHT).is_ok());
+        let err = check_logged_weight(MAX_LOGGED_WEIGHT + 1).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidArgument);
+        assert!(err.message.contains("10000"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_late_weighted_call_logs_its_actions_in_time_order() {
+        let w = RollingWindow::new(10_000.0, 100.0, 0.0, false).unwrap();
+        let mut t = Timeline::default();
+        t.consume(&w, 0, 1, None);
+        t.consume(&w, 2 * MS, 1, None);
+        t.consume(&w, MS, 3, Some("late".into()));
+        let at: Vec<Micros> = t.entries(&w, 2 * MS).map(|e| e.at).collect();
+        assert_eq!(at, [0, MS, MS, MS, 2 * MS]);
     }
 }

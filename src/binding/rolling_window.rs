@@ -19,7 +19,9 @@ use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
 use super::{js_error, rejected};
 use crate::error::{ErrorCode, Failure, Outcome};
-use crate::rolling_window::{LogFacts, RollingWindow, Timeline, WindowFacts, WindowInfo};
+use crate::rolling_window::{
+    check_logged_weight, LogFacts, RollingWindow, Timeline, WindowFacts, WindowInfo,
+};
 use crate::store::batch::ScriptBatcher;
 use crate::store::memory::MemoryStore;
 use crate::store::redis::unique_member;
@@ -148,7 +150,7 @@ fn values(info: &WindowInfo) -> Values {
     [
         f64::from(flags),
         info.millis_until_allowed() as f64,
-        f64::from(info.actions_remaining),
+        info.actions_remaining as f64,
         0.0,
         0.0,
     ]
@@ -173,7 +175,10 @@ impl FastRun for JsRollingWindow {
         };
         let takes_weight = matches!(mode, Mode::Consume | Mode::Check | Mode::Reward);
         let takes_now = mode != Mode::Clear;
-        if (!takes_weight && !weight.is_nan()) || (!takes_now && !now.is_nan()) {
+        if (!takes_weight && !weight.is_nan())
+            || (!takes_now && !now.is_nan())
+            || checked_weight(mode, &call).is_err()
+        {
             return Ok(None);
         }
         Ok(Some(self.answer_in_memory(
@@ -365,6 +370,7 @@ impl JsRollingWindow {
             _ => Takes::Now,
         };
         let call = call_options(options, takes)?;
+        checked_weight(mode, &call)?;
         match &self.backend {
             Backend::Memory(store) => {
                 let answer =
@@ -474,7 +480,12 @@ impl JsRollingWindow {
         let mut args = vec![now_text(sent_now), member];
         if matches!(mode, Mode::Consume | Mode::Check | Mode::Reward) {
             args.push(call.weight.to_string());
-            args.push(call.meta.unwrap_or_default());
+            // What follows each action's member: "|" and the metadata, "" for none (an empty
+            // metadata is "|", kept as a value).
+            args.push(
+                call.meta
+                    .map_or_else(String::new, |meta| format!("|{meta}")),
+            );
         }
         let window = self.window.clone();
         // A reward answers as a check of weight 1 after the refund.
@@ -490,6 +501,15 @@ impl JsRollingWindow {
             }),
         );
         Ok(())
+    }
+}
+
+/// Fails for a `consume` or `peek` (`check`) of more actions than one call may log (a reward of
+/// any weight only deletes).
+fn checked_weight(mode: Mode, call: &CallOptions) -> Outcome<()> {
+    match mode {
+        Mode::Consume | Mode::Check => check_logged_weight(call.weight),
+        _ => Ok(()),
     }
 }
 
