@@ -393,15 +393,27 @@ export interface CallbackLimiterOptions extends Omit<RateLimiterOptions, 'client
 }
 
 /**
- * The callback of a {@link LimiterFunction}: `callback(err)` when the call failed, else
- * `callback(null, timeLeft, actionsLeft)` (`timeLeft` 0 when the action is allowed). TypeScript
- * narrows `timeLeft` to a number once `err` is checked.
+ * The callback of a {@link LimiterFunction}, Node-style: `callback(err)` when the call failed,
+ * else `callback(null, timeLeft, actionsLeft)` (`timeLeft` 0 when the action is allowed). Typed
+ * as Node's own callbacks are (`timeLeft` is only read once `err` is checked), so every usual form
+ * compiles: parameters inferred, `(err: Error | null, timeLeft: number)`, fewer parameters,
+ * optional ones. {@link PreciseLimiterCallback} is the form that narrows `timeLeft` by `err`.
  *
- * ```js
+ * ```ts
  * limiter(userId, (err, timeLeft, actionsLeft) => (err ? log(err) : timeLeft > 0 ? wait(timeLeft) : go(actionsLeft)))
  * ```
  */
-export type LimiterCallback = (...args: [err: Error, timeLeft: undefined, actionsLeft: undefined] | [err: null, timeLeft: number, actionsLeft: number]) => void
+export type LimiterCallback = (err: Error | null, timeLeft: number, actionsLeft: number) => void
+
+/**
+ * The callback of a {@link LimiterFunction} as a tuple of what it is called with: `timeLeft` and
+ * `actionsLeft` are `undefined` when `err` is set, numbers once `err` is checked.
+ *
+ * ```ts
+ * const onLimit: PreciseLimiterCallback = (...[err, timeLeft]) => (err ? log(err) : wait(timeLeft))
+ * ```
+ */
+export type PreciseLimiterCallback = (...args: [err: Error, timeLeft: undefined, actionsLeft: undefined] | [err: null, timeLeft: number, actionsLeft: number]) => void
 
 /**
  * The limiter function of the original callback API: attempts an action for `id` (or for the one
@@ -422,7 +434,9 @@ export type LimiterCallback = (...args: [err: Error, timeLeft: undefined, action
  */
 export interface LimiterFunction {
   (id?: Id, callback?: LimiterCallback): Promise<number | undefined>
+  (id: Id | undefined, callback: PreciseLimiterCallback): Promise<number | undefined>
   (callback: LimiterCallback): Promise<number | undefined>
+  (callback: PreciseLimiterCallback): Promise<number | undefined>
   /** The class instance underneath. */
   readonly limiter: InMemoryRateLimiter | RedisRateLimiter
 }
