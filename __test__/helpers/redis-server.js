@@ -343,6 +343,16 @@ async function startRedis(options = {}) {
   return server
 }
 
+/** The replicas a `CLUSTER NODES` reply names, not failed, as sorted `<id> of <primary id>`. */
+function liveReplicas(view) {
+  return view
+    .split('\n')
+    .map((line) => line.split(' '))
+    .filter(([, , flags = '']) => flags.includes('slave') && !flags.includes('fail'))
+    .map(([id, , , primary]) => `${id} of ${primary}`)
+    .sort()
+}
+
 /** True once every node agrees the cluster is up with all slots and all nodes. */
 async function clusterReady(ports) {
   const infos = await Promise.all(ports.map((port) => rawCommand(port, ['CLUSTER', 'INFO'])))
@@ -435,14 +445,22 @@ async function startCluster(options = {}) {
       const roles = await Promise.all(alive().map(async (n) => [n.port, await rawCommand(n.port, ['INFO', 'replication'])]))
       return roles.filter(([, info]) => typeof info === 'string' && info.includes('role:master')).map(([port]) => port)
     },
-    /** Resolves once every live replica reports `master_link_status:up` (it can take over). */
+    /**
+     * Resolves once every live replica reports `master_link_status:up` (it can take over), and
+     * every live node's `CLUSTER NODES` names the same replicas of the same primaries (roles
+     * spread by gossip: a test that looks up a primary's replica in one node's view finds it).
+     */
     async replicasSynced() {
       const deadline = Date.now() + CLUSTER_TIMEOUT_MS
       for (;;) {
         const infos = await Promise.all(alive().map((n) => rawCommand(n.port, ['INFO', 'replication'])))
         const replicas = infos.filter((info) => typeof info === 'string' && info.includes('role:slave'))
-        if (replicas.length > 0 && replicas.every((info) => info.includes('master_link_status:up'))) return
-        if (Date.now() > deadline) throw new Error(`replicas did not sync within ${CLUSTER_TIMEOUT_MS} ms:\n${infos.join('\n---\n')}`)
+        const views = await Promise.all(alive().map((n) => rawCommand(n.port, ['CLUSTER', 'NODES'])))
+        const replicasIn = (view) => (typeof view === 'string' ? liveReplicas(view) : null)
+        const agreed = views.every((view) => replicasIn(view) !== null && replicasIn(view).join() === replicasIn(views[0]).join())
+        const synced = replicas.length > 0 && replicas.every((info) => info.includes('master_link_status:up'))
+        if (synced && agreed && replicasIn(views[0]).length === replicas.length) return
+        if (Date.now() > deadline) throw new Error(`replicas did not sync within ${CLUSTER_TIMEOUT_MS} ms:\n${[...infos, ...views].join('\n---\n')}`)
         await sleep(100)
       }
     },
