@@ -41,6 +41,9 @@ const serverSupports = {
     return once('version', () => Number(/v=(\d+)\./.exec(spawnSync(REDIS_SERVER, ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[1]))
   },
 }
+
+/** The `skip` option of a Cluster test: why it cannot run on this redis-server, or false. */
+const clusterSkip = () => !serverSupports.cluster && "this redis-server has no `cluster-port` (Redis 7's): the Cluster tests run on Redis 7"
 const known = new Map()
 const once = (what, find) => (known.has(what) ? known.get(what) : known.set(what, find()).get(what))
 
@@ -662,4 +665,4 @@ async function startSentinel(options = {}) {
   }
 }
 
-module.exports = { freePort, startRedis, startUnlessRefused, startCluster, startSentinel, useRedisServer, withRedisServer, keySlot, serverSupports }
+module.exports = { freePort, startRedis, startUnlessRefused, startCluster, startSentinel, useRedisServer, withRedisServer, keySlot, serverSupports, clusterSkip }
