@@ -6,7 +6,7 @@ const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
 
 const { FixedWindow, RedisStore } = require('..')
-const { useRedisServer, startCluster, serverSupports } = require('./helpers/redis-server.js')
+const { useRedisServer, startCluster, clusterSkip } = require('./helpers/redis-server.js')
 const { commandsRun } = require('./helpers/command-stats.js')
 const { hashOf } = require('./helpers/hash-counts.js')
 
@@ -334,7 +334,7 @@ describe('FixedWindow on Redis', () => {
   })
 })
 
-describe('FixedWindow on a Redis Cluster', { skip: !serverSupports.cluster && "this redis-server has no `cluster-port` (Redis 7's): the Cluster tests run on Redis 7" }, () => {
+describe('FixedWindow on a Redis Cluster', { skip: clusterSkip() }, () => {
   it('needs the ids of one call to share a hash tag, and says so', async () => {
     const cluster = await startCluster()
     try {

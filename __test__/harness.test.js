@@ -6,7 +6,7 @@ const { describe, it, after } = require('node:test')
 const assert = require('node:assert/strict')
 const net = require('node:net')
 
-const { freePort, startRedis, startCluster, serverSupports } = require('./helpers/redis-server.js')
+const { freePort, startRedis, startCluster, clusterSkip } = require('./helpers/redis-server.js')
 
 /** Resolves true if something accepts a TCP connection on `port`, false if refused. */
 function accepts(port) {
@@ -84,7 +84,7 @@ describe('startRedis', () => {
   })
 })
 
-describe('startCluster', { skip: !serverSupports.cluster && "this redis-server has no `cluster-port` (Redis 7's): the Cluster tests run on Redis 7" }, () => {
+describe('startCluster', { skip: clusterSkip() }, () => {
   let cluster
   after(() => cluster && cluster.stop())
 

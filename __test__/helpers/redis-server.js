@@ -28,15 +28,12 @@ function knowsDirective(name) {
 }
 
 /**
- * What the redis-server under test can do, for tests that need more than Redis 6.2 without TLS
- * (the 6.2 build CI also runs): `tls` (a build with TLS), `cluster` (Redis 7's `cluster-port`,
- * which the cluster helper uses) and `version` (its major version: 7 for 7.0.15). Each is found
- * on first use.
+ * What the redis-server under test can do, for tests that need more than Redis 6.2 (the oldest
+ * server CI runs): `cluster` (Redis 7's `cluster-port`, which the cluster helper uses) and
+ * `version` (its major version: 7 for 7.0.15, 9 for Valkey 9.1.2). Each is found on first use.
+ * (TLS and modules are found by starting a server with them: see `startUnlessRefused`.)
  */
 const serverSupports = {
-  get tls() {
-    return once('tls', () => knowsDirective('tls-port'))
-  },
   get cluster() {
     return once('cluster', () => knowsDirective('cluster-port'))
   },
@@ -44,6 +41,9 @@ const serverSupports = {
     return once('version', () => Number(/v=(\d+)\./.exec(spawnSync(REDIS_SERVER, ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[1]))
   },
 }
+
+/** The `skip` option of a Cluster test: why it cannot run on this redis-server, or false. */
+const clusterSkip = () => !serverSupports.cluster && "this redis-server has no `cluster-port` (Redis 7's): the Cluster tests run on Redis 7"
 const known = new Map()
 const once = (what, find) => (known.has(what) ? known.get(what) : known.set(what, find()).get(what))
 
@@ -246,9 +246,11 @@ async function launch(port, dir, extraArgs, conf) {
   if (!early) child.kill('SIGKILL')
   await child.exited
   const Kind = early ? ExitedEarly : Error
-  throw new Kind(
+  const error = new Kind(
     `redis-server on port ${port} ${early ? 'exited before answering' : `did not answer PING within ${START_TIMEOUT_MS} ms`}:\n${log}`,
   )
+  error.log = log
+  throw error
 }
 
 /** SIGTERM, then SIGKILL after 3 s; resolves once the process has exited. Idempotent. */
@@ -472,6 +474,36 @@ async function startCluster(options = {}) {
 }
 
 /**
+ * Starts a redis-server as `startRedis` does, with `options` that this build may refuse (a TLS
+ * port where it was built without TLS, a module it cannot load). Resolves `{ server }`, or
+ * `{ refused }` (the server's last words) when it exits before answering while a plain one
+ * starts. A refusal is found by what the server does, not by its wording, which differs: Redis
+ * 6.2 without TLS does not know `tls-port`, Valkey knows it and says "Failed finding TLS support".
+ * @param {{ args?: string[], conf?: string }} options
+ * @returns {Promise<{ server: Awaited<ReturnType<typeof startRedis>> } | { refused: string }>}
+ */
+async function startUnlessRefused(options) {
+  try {
+    return { server: await startRedis(options) }
+  } catch (error) {
+    if (!(error instanceof ExitedEarly)) throw error
+    // A server that does not start even without these options refused nothing: that throws.
+    await withRedisServer(() => {})
+    return { refused: lastWords(error.log) }
+  }
+}
+
+/** The last two lines of a redis-server's log, without their pid, role and time. */
+function lastWords(log) {
+  return log
+    .split('\n')
+    .map((line) => line.replace(/^\d+:[A-Z] \d+ \w+ \d+ [\d:.]+ . /, '').trim())
+    .filter(Boolean)
+    .slice(-2)
+    .join(' / ')
+}
+
+/**
  * For a test file: starts a redis-server before its tests and stops it after.
  * @returns {{ server: Awaited<ReturnType<typeof startRedis>> }} filled in once the tests run
  */
@@ -651,4 +683,4 @@ async function startSentinel(options = {}) {
   }
 }
 
-module.exports = { freePort, startRedis, startCluster, startSentinel, useRedisServer, withRedisServer, keySlot, serverSupports }
+module.exports = { freePort, startRedis, startUnlessRefused, startCluster, startSentinel, useRedisServer, withRedisServer, keySlot, serverSupports, clusterSkip }
