@@ -236,7 +236,10 @@ function measureInChild(job) {
 }
 
 async function runChild({ name, who, ops, concurrency, ids, port }) {
-  const clients = await connectClients(port)
+  // One caller is what ioredis's defaults are for: a peer's client pipelines automatically only
+  // under load (its users turn that on for throughput; it holds a lone command to the end of the
+  // turn).
+  const clients = await connectClients(port, { autoPipelining: concurrency > 1 })
   const scenario = scenarios(clients).find((s) => s.name === name)
   const sync = (scenario.sync ?? []).includes(who)
   const reset = scenario.reset ?? (() => {})
@@ -250,12 +253,15 @@ async function runChild({ name, who, ops, concurrency, ids, port }) {
   process.exit(0)
 }
 
-/** The clients the scenarios use, on the redis-server at `port`. */
-async function connectClients(port) {
-  const ioredis = new IORedis(port, '127.0.0.1', { enableAutoPipelining: true })
+/**
+ * The clients the scenarios use, on the redis-server at `port`; the peers' ioredis clients with
+ * `enableAutoPipelining` as `autoPipelining` says (default true).
+ */
+async function connectClients(port, { autoPipelining = true } = {}) {
+  const ioredis = new IORedis(port, '127.0.0.1', { enableAutoPipelining: autoPipelining })
   // redis-gcra needs ioredis 4 (its own dependency).
   const IORedis4 = require(require.resolve('ioredis', { paths: [path.dirname(require.resolve('redis-gcra'))] }))
-  const ioredis4 = new IORedis4(port, '127.0.0.1', { enableAutoPipelining: true })
+  const ioredis4 = new IORedis4(port, '127.0.0.1', { enableAutoPipelining: autoPipelining })
   // redback's own client: node-redis 3 (it sends each command at once, so calls in flight share
   // the connection as a pipeline).
   const nodeRedis3 = redis3.createClient(port, '127.0.0.1')
@@ -432,7 +438,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
   return [
     {
       name: 'rolling window, Redis',
-      peer: 'rolling-rate-limiter (ioredis, auto-pipelining)',
+      peer: 'rolling-rate-limiter (ioredis, auto-pipelining under load)',
       ours: () => rolling(new ratekeeper.RedisRateLimiter({ client: store, namespace: 'bench:', ...WINDOW })),
       theirs: () => rolling(new upstream.RedisRateLimiter({ client: ioredis, namespace: 'bench:', ...WINDOW })),
       ...onRedis,
@@ -452,7 +458,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     },
     {
       name: 'fixed window, Redis',
-      peer: 'rate-limiter-flexible (RateLimiterRedis, ioredis, auto-pipelining)',
+      peer: 'rate-limiter-flexible (RateLimiterRedis, ioredis, auto-pipelining under load)',
       ours: () => verdict(new ratekeeper.FixedWindow({ client: store, namespace: 'bench-fixed:', ...FIXED })),
       theirs: () => rateLimiterFlexible(new flexible.RateLimiterRedis({ storeClient: ioredis, keyPrefix: 'bench-flexible', ...FLEXIBLE })),
       ...onRedis,
@@ -482,7 +488,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     // written for Upstash's REST client).
     {
       name: 'token bucket, Redis',
-      peer: 'redis-gcra (GCRA, ioredis 4, auto-pipelining)',
+      peer: 'redis-gcra (GCRA, ioredis 4, auto-pipelining under load)',
       ours: () => verdict(new ratekeeper.TokenBucket({ client: store, namespace: 'bench-token:', ...BUCKET })),
       theirs: () => gcraPeer(redisGcra({ redis: ioredis4, keyPrefix: 'bench-gcra-peer', ...PEER_GCRA })),
       ...onRedis,
@@ -502,7 +508,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     },
     {
       name: 'GCRA, Redis',
-      peer: 'redis-gcra (ioredis 4, auto-pipelining)',
+      peer: 'redis-gcra (ioredis 4, auto-pipelining under load)',
       ours: () => verdict(new ratekeeper.Gcra({ client: store, namespace: 'bench-gcra:', ...GCRA })),
       theirs: () => gcraPeer(redisGcra({ redis: ioredis4, keyPrefix: 'bench-gcra-peer', ...PEER_GCRA })),
       ...onRedis,
@@ -525,7 +531,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     // here keeps a sliding window in buckets and decides in one step).
     {
       name: 'sliding log, Redis',
-      peer: 'sliding-window-rate-limiter (ioredis, auto-pipelining)',
+      peer: 'sliding-window-rate-limiter (ioredis, auto-pipelining under load)',
       ours: () => verdict(new ratekeeper.SlidingLog({ client: store, namespace: 'bench-log:', ...SLIDING_LOG })),
       theirs: () => slidingLogPeer(SlidingWindowRateLimiter.createLimiter({ redis: ioredis, interval: SLIDING_LOG.interval })),
       ...onRedis,
@@ -538,7 +544,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     },
     {
       name: 'sliding window, Redis',
-      peer: 'sliding-window-rate-limiter (a sliding log; ioredis, auto-pipelining)',
+      peer: 'sliding-window-rate-limiter (a sliding log; ioredis, auto-pipelining under load)',
       ours: () => verdict(new ratekeeper.SlidingWindow({ client: store, namespace: 'bench-sliding:', ...FIXED })),
       theirs: () => slidingLogPeer(SlidingWindowRateLimiter.createLimiter({ redis: ioredis, interval: SLIDING_LOG.interval })),
       ...onRedis,
@@ -554,7 +560,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     // in-memory store.)
     {
       name: 'sliding tail, Redis',
-      peer: '@upstash/ratelimit (slidingWindow, over ioredis with auto-pipelining)',
+      peer: '@upstash/ratelimit (slidingWindow, over ioredis with auto-pipelining under load)',
       ours: () => verdict(new ratekeeper.SlidingTail({ client: store, namespace: 'bench-tail:', ...FIXED })),
       theirs: () =>
         upstashPeer(
@@ -571,7 +577,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     // A leaky bucket as a meter is GCRA, and a token bucket upside down.
     {
       name: 'leaky bucket, Redis',
-      peer: 'redis-gcra (GCRA, ioredis 4, auto-pipelining)',
+      peer: 'redis-gcra (GCRA, ioredis 4, auto-pipelining under load)',
       ours: () => verdict(new ratekeeper.LeakyBucket({ client: store, namespace: 'bench-leaky:', ...LEAKY })),
       theirs: () => gcraPeer(redisGcra({ redis: ioredis4, keyPrefix: 'bench-gcra-peer', ...PEER_GCRA })),
       ...onRedis,
