@@ -641,7 +641,10 @@ export interface RedisTlsOptions {
 export interface RollingWindowOptions {
   /** The window's length in milliseconds (> 0). Required. */
   interval: number
-  /** How many actions the window admits: a whole number from 1 to 100,000 (one stored entry per action: larger limits belong in a counter limiter). Required. */
+  /**
+   * How many actions the window admits: a whole number from 1 to 1e15. Required. Every action in the window is an entry of the id's log (about 24 to 48 bytes in memory, 140 on Redis).
+   * A sliding log's call logs at most 10,000 actions (`weight`).
+   */
   maxInInterval: number
   /** The least time between two consecutive actions, in milliseconds. Default `0` (none). */
   minDifference?: number
