@@ -73,6 +73,24 @@ function handOff() {
   return { call: async () => call(), close: () => worker.terminate() }
 }
 
+/**
+ * Runs `run(name)` for each of `names`, ROUNDS rounds, the order reversed every other round (what
+ * ran just before, a warm or a cold CPU, weighs on each in turn), on an emptied Redis with its
+ * command stats reset; returns each name's results.
+ */
+async function interleaved(ioredis, names, run) {
+  const results = Object.fromEntries(names.map((name) => [name, []]))
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const name of round % 2 ? [...names].reverse() : names) {
+      await ioredis.flushall()
+      await commandMicros(ioredis)
+      results[name].push(await run(name))
+    }
+    process.stderr.write(`round ${round + 1} of ${ROUNDS}\n`)
+  }
+  return results
+}
+
 /** Redis's own microseconds per call of each command since the last reset (INFO commandstats). */
 async function commandMicros(client) {
   const stats = await client.info('commandstats')
@@ -99,26 +117,19 @@ async function main() {
     'ratekeeper FixedWindow.consume': (i) => fixed.consume(`u${i % IDS}`),
     'rate-limiter-flexible consume': (i) => flexible.consume(`u${i % IDS}`).catch(() => {}),
   }
-  const rounds = Object.fromEntries(Object.keys(paths).map((name) => [name, []]))
-  const serverMicros = { 'ioredis EVALSHA (the fixed window script)': [], 'ratekeeper FixedWindow.consume': [], 'rate-limiter-flexible consume': [] }
-  for (let round = 0; round < ROUNDS; round++) {
-    const names = Object.keys(paths)
-    // Alternate the order: what ran just before (a warm or cold CPU) weighs on each in turn.
-    if (round % 2) names.reverse()
-    for (const name of names) {
-      await ioredis.flushall()
-      await commandMicros(ioredis)
-      rounds[name].push(await time(paths[name]))
-      if (serverMicros[name]) serverMicros[name].push((await commandMicros(ioredis)).evalsha)
-    }
-    process.stderr.write(`round ${round + 1} of ${ROUNDS}\n`)
-  }
+  // Redis's time per EVALSHA where the path sends one.
+  const sendsScript = new Set(['ioredis EVALSHA (the fixed window script)', 'ratekeeper FixedWindow.consume', 'rate-limiter-flexible consume'])
+  const rounds = await interleaved(ioredis, Object.keys(paths), async (name) => {
+    const result = await time(paths[name])
+    if (sendsScript.has(name)) result.redis = (await commandMicros(ioredis)).evalsha
+    return result
+  })
   console.log(`One caller, ${CALLS} awaited calls per run over ${IDS.toLocaleString('en')} ids, ${ROUNDS} rounds (medians), Node ${process.version}, ${(await ioredis.info('server')).match(/redis_version:(\S+)/)[1]}:\n`)
   console.log('| path | p50 | p99 | calls/s | Redis time per EVALSHA |')
   console.log('|---|---:|---:|---:|---:|')
   for (const [name, results] of Object.entries(rounds)) {
     const of = (field) => median(results.map((r) => r[field]))
-    const redis = serverMicros[name] ? `${median(serverMicros[name]).toFixed(2)} µs` : ''
+    const redis = sendsScript.has(name) ? `${of('redis').toFixed(2)} µs` : ''
     console.log(`| ${name} | ${of('p50').toFixed(1)} µs | ${of('p99').toFixed(1)} µs | ${Math.round(of('perSecond')).toLocaleString('en')} | ${redis} |`)
   }
   await redisSide(ioredis, lua, scriptArgs)
@@ -149,18 +160,11 @@ async function redisSide(ioredis, lua, scriptArgs) {
   }
   const shas = {}
   for (const [name, [text]] of Object.entries(variants)) shas[name] = await ioredis.script('LOAD', text)
-  const rounds = Object.fromEntries(Object.keys(variants).map((name) => [name, []]))
-  for (let round = 0; round < ROUNDS; round++) {
-    const names = Object.keys(variants)
-    if (round % 2) names.reverse()
-    for (const name of names) {
-      await ioredis.flushall()
-      await commandMicros(ioredis)
-      const [, args] = variants[name]
-      for (let i = 0; i < CALLS; i++) await ioredis.evalsha(shas[name], 1, `v:u${i}`, ...args)
-      rounds[name].push((await commandMicros(ioredis)).evalsha)
-    }
-  }
+  const rounds = await interleaved(ioredis, Object.keys(variants), async (name) => {
+    const [, args] = variants[name]
+    for (let i = 0; i < CALLS; i++) await ioredis.evalsha(shas[name], 1, `v:u${i}`, ...args)
+    return (await commandMicros(ioredis)).evalsha
+  })
   console.log(`\nRedis's time per EVALSHA, each call alone on a fresh id (${CALLS} calls per run, medians of ${ROUNDS} rounds):\n`)
   console.log('| script | Redis time per call |')
   console.log('|---|---:|')
