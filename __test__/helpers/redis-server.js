@@ -460,10 +460,10 @@ async function startCluster(options = {}) {
         const infos = await Promise.all(alive().map((n) => rawCommand(n.port, ['INFO', 'replication'])))
         const replicas = infos.filter((info) => typeof info === 'string' && info.includes('role:slave'))
         const views = await Promise.all(alive().map((n) => rawCommand(n.port, ['CLUSTER', 'NODES'])))
-        const replicasIn = (view) => (typeof view === 'string' ? liveReplicas(view) : null)
-        const agreed = views.every((view) => replicasIn(view) !== null && replicasIn(view).join() === replicasIn(views[0]).join())
+        const named = views.map((view) => (typeof view === 'string' ? liveReplicas(view) : null))
+        const agreed = named.every((list) => list !== null && list.join() === named[0].join())
         const synced = replicas.length > 0 && replicas.every((info) => info.includes('master_link_status:up'))
-        if (synced && agreed && replicasIn(views[0]).length === replicas.length) return
+        if (synced && agreed && named[0].length === replicas.length) return
         if (Date.now() > deadline) throw new Error(`replicas did not sync within ${CLUSTER_TIMEOUT_MS} ms:\n${[...infos, ...views].join('\n---\n')}`)
         await sleep(100)
       }
