@@ -382,6 +382,27 @@ export interface BucketCircleOptions {
   namespace?: string
 }
 
+/** What became of a lone Redis call (see `takeDirectCall`). */
+export interface DirectCall {
+  /** The lane: to write `request` on, or to open (then `request` is absent). */
+  lane: string
+  /** The call's EVALSHA, to write on the lane. */
+  request?: Buffer
+  /** How long the call may wait for its reply, in milliseconds. */
+  timeoutMs?: number
+  /** To open the lane: the node's host and port, or its unix socket's path. */
+  host?: string
+  port?: number
+  path?: string
+  /** To open the lane: what to send first (`AUTH`, `SELECT`), and how many replies it gets. */
+  handshake?: Buffer
+  replies?: number
+  connectTimeoutMs?: number
+}
+
+/** The id by which lane keys name `store` (`channel/store/address`). */
+export declare function directLaneStore(store: JsRedisStore): number
+
 /**
  * The store options every engine takes besides its own (and its `namespace`, documented with
  * the key layout it names); the engines' constructors take `XOptions & EngineStoreOptions`.
@@ -404,6 +425,12 @@ export interface EngineStoreOptions {
    */
   maxKeys?: number
 }
+
+/**
+ * The lane's call failed: its connection was lost (`reason` says how) or, without a reason,
+ * it got no answer in time. Throws the call's error (nothing when no call is on the lane).
+ */
+export declare function failDirectCall(reason?: string | undefined | null): void
 
 /** One limit of a fixed window: at most `limit` weight per `duration`. */
 export interface FixedWindowLimit {
@@ -497,6 +524,20 @@ export interface LogEntry {
   /** The metadata given with it (`consume(id, { meta })`), if any. */
   meta?: string
 }
+
+/**
+ * Reads the replies to a lane's handshake: the bytes they took once all `replies` came, -1
+ * while more must come; throws when Redis refused.
+ */
+export declare function readDirectHandshake(bytes: Buffer, replies: number): number
+
+/**
+ * Reads bytes that came on the lane for its call: 0 when the reply is not complete yet, 1 when
+ * the call was answered (its values are in `out`), 2 when it was passed on to the usual way
+ * (its answer comes through the answer channel), 3 when the bytes make no sense (close the
+ * lane, then `failDirectCall`). Throws the call's error when it failed.
+ */
+export declare function readDirectReply(bytes: Buffer, out: Float64Array): number
 
 /**
  * How to reach Redis. Every field is optional; a plain string is taken as `url`.
@@ -689,6 +730,12 @@ export interface SentinelAddress {
  */
 export declare function setAnswerHandler(handler: (answers: Float64Array, failures: Array<[number, Error]>) => void): number
 
+/** The lane `lane` is open and logged in (`true`), or closed (`false`). */
+export declare function setDirectLaneReady(lane: string, ready: boolean): void
+
+/** Turns the direct lanes on or off (on by default): tests of the usual way turn them off. */
+export declare function setDirectLanes(enabled: boolean): void
+
 /**
  * One limit of a sliding tail: at most `limit` weight per `duration`, the previous window
  * counting pro rata.
@@ -756,6 +803,13 @@ export interface StoreFailures {
   ERR_STORE_ERROR: number
   ERR_STORE_CLOSED: number
 }
+
+/**
+ * After a lone call (nothing else of its caller pending) was made: its request, when it goes by
+ * a direct lane, or the lane to open, when it went the usual way for want of one; `null` when
+ * neither.
+ */
+export declare function takeDirectCall(): DirectCall | null
 
 /**
  * Options of a token bucket limiter.

@@ -13,6 +13,8 @@ const { RedisStore } = require('./native.js')
 const { detectClientType, connectionOptionsFromClient } = require('./redis-client.js')
 const { typeError, rangeError, shown } = require('./errors.js')
 
+const { closeLanesOf } = require('./direct.js')
+
 const STORE_EVENTS = ['error', 'reconnect']
 /** store -> { error: Set, reconnect: Set } of the listeners added with `on`. */
 const listenersByStore = new WeakMap()
@@ -50,6 +52,13 @@ RedisStore.prototype.off = function off(event, listener) {
   const listeners = listenersByStore.get(this)
   if (listeners && STORE_EVENTS.includes(event)) listeners[event].delete(listener)
   return this
+}
+
+const closeNative = RedisStore.prototype.close
+/** Closes the store's connections, its direct lanes (lib/direct.js) included. */
+RedisStore.prototype.close = function close() {
+  closeLanesOf(this)
+  return closeNative.call(this)
 }
 
 const storesByUrl = new Map()

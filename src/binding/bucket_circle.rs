@@ -305,6 +305,7 @@ impl JsBucketCircle {
             lookback.to_string(),
         ];
         let circle = self.circle;
+        let lone = reply.lone();
         batcher.submit(
             vec![key],
             args,
@@ -313,6 +314,7 @@ impl JsBucketCircle {
                     answer.and_then(|answer| count_reply(&circle, mode, lookback, answer.value)),
                 )
             }),
+            lone,
         );
         Ok(())
     }

@@ -390,6 +390,7 @@ impl<A: Counting> CountingEngine<A> {
             Mode::Reward => (keys.len(), 1, false),
             _ => (keys.len(), call.weight, mode == Mode::Consume),
         };
+        let lone = reply.lone();
         batcher.submit(
             keys,
             args,
@@ -401,6 +402,7 @@ impl<A: Counting> CountingEngine<A> {
                     judge_reply(&algorithm, ids, weight, now, charge, answer.value)
                 }))
             }),
+            lone,
         );
         Ok(())
     }

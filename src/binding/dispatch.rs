@@ -160,11 +160,62 @@ pub struct Reply {
     shared: Arc<Shared>,
     ticket: Ticket,
     sent: bool,
+    /// Nothing else of its answer channel was pending when the call began.
+    lone: bool,
+}
+
+/// The answer a [`Reply`] sent while [`answer_here`] ran, and its channel.
+type SentHere = Option<(Arc<Shared>, Outcome<Values>)>;
+
+thread_local! {
+    /// While [`answer_here`] runs: what a [`Reply`] sent on this thread meanwhile.
+    static HERE: RefCell<Option<SentHere>> = const { RefCell::new(None) };
+}
+
+/// Runs `answer`, which sends a [`Reply`] on this thread (the JS thread), and gives back the
+/// outcome that reply sent instead of queueing it for the answer channel: the caller hands it to
+/// JavaScript itself (the direct lane, `src/store/direct.rs`). `None` when no reply was sent.
+pub fn answer_here(env: &Env, answer: impl FnOnce()) -> Option<Outcome<Values>> {
+    HERE.with(|here| *here.borrow_mut() = Some(None));
+    answer();
+    let (shared, outcome) = HERE.with(|here| here.borrow_mut().take()).flatten()?;
+    settled(env, &shared, 1);
+    Some(outcome)
+}
+
+/// `count` calls of `shared` were handed to JavaScript: once none is pending, the channel no
+/// longer keeps the process alive.
+fn settled(env: &Env, shared: &Shared, count: usize) {
+    let before = shared.pending.fetch_sub(count, Ordering::Relaxed);
+    let tsfn = shared.queue.lock().unwrap_or_else(|p| p.into_inner()).tsfn;
+    if let (true, Some(tsfn)) = (before == count, tsfn) {
+        // Nothing pending any more: let the process exit if nothing else holds it.
+        unsafe {
+            sys::napi_unref_threadsafe_function(env.raw(), tsfn as sys::napi_threadsafe_function)
+        };
+    }
 }
 
 impl Reply {
+    /// When nothing else of its answer channel was pending as the call began (a lone caller's
+    /// call, which may take the direct lane, `src/store/direct.rs`): the channel's id.
+    pub fn lone(&self) -> Option<u32> {
+        self.lone.then_some(self.ticket.channel)
+    }
+
     pub fn send(mut self, outcome: Outcome<Values>) {
         self.sent = true;
+        let here = HERE.with(|here| {
+            let mut here = here.borrow_mut();
+            match here.as_mut() {
+                Some(slot @ None) => {
+                    *slot = Some((self.shared.clone(), outcome));
+                    None
+                }
+                _ => Some(outcome),
+            }
+        });
+        let Some(outcome) = here else { return };
         let ticket = self.ticket;
         self.shared.push(|queue| match outcome {
             Ok(values) => {
@@ -238,7 +289,8 @@ pub fn begin(env: &Env, ticket: Ticket) -> Outcome<Reply> {
                 "no such answer channel (lib/engine.js registers one)",
             )
         })?;
-    if shared.pending.fetch_add(1, Ordering::Relaxed) == 0 {
+    let lone = shared.pending.fetch_add(1, Ordering::Relaxed) == 0;
+    if lone {
         // Keep the event loop alive while calls are pending.
         let tsfn = shared.queue.lock().unwrap_or_else(|p| p.into_inner()).tsfn;
         if let Some(tsfn) = tsfn {
@@ -251,6 +303,7 @@ pub fn begin(env: &Env, ticket: Ticket) -> Outcome<Reply> {
         shared,
         ticket,
         sent: false,
+        lone,
     })
 }
 
@@ -281,24 +334,19 @@ unsafe extern "C" fn drain(
         return;
     }
     let shared = unsafe { &*(context as *const Shared) };
-    let (answers, failures, tsfn) = {
+    let (answers, failures) = {
         let mut queue = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
         (
             std::mem::take(&mut queue.answers),
             std::mem::take(&mut queue.failures),
-            queue.tsfn,
         )
     };
-    let settled = answers.len() / (VALUES + 1) + failures.len();
-    if settled == 0 {
+    let count = answers.len() / (VALUES + 1) + failures.len();
+    if count == 0 {
         return;
     }
-    let before = shared.pending.fetch_sub(settled, Ordering::Relaxed);
-    if let (true, Some(tsfn)) = (before == settled, tsfn) {
-        // Nothing pending any more: let the process exit if nothing else holds it.
-        unsafe { sys::napi_unref_threadsafe_function(env, tsfn as sys::napi_threadsafe_function) };
-    }
     let env = Env::from_raw(env);
+    settled(&env, shared, count);
     // A panic must not unwind into Node (it would abort the process).
     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| unsafe {
         call_handler(&env, handler, answers, failures)

@@ -22,6 +22,7 @@ pub mod backend;
 pub mod bucket_circle;
 #[macro_use]
 pub mod counting;
+pub mod direct_lane;
 pub mod dispatch;
 pub mod fast;
 pub mod fixed_window;

@@ -278,6 +278,7 @@ impl JsRollingWindow {
                         let _ = answered
                             .send(answer.and_then(|answer| entries_from_reply(answer.value)));
                     }),
+                    None,
                 );
                 env.spawn_future_with_callback(
                     async move {
@@ -491,6 +492,7 @@ impl JsRollingWindow {
         let window = self.window.clone();
         // A reward answers as a check of weight 1 after the refund.
         let weight = if mode == Mode::Reward { 1 } else { call.weight };
+        let lone = reply.lone();
         batchers[index].submit(
             vec![key],
             args,
@@ -500,6 +502,7 @@ impl JsRollingWindow {
                     answer_values(&window, mode, weight, now, answer.value)
                 }))
             }),
+            lone,
         );
         Ok(())
     }

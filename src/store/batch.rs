@@ -52,6 +52,7 @@ pub struct Answer {
 /// number or an array, or the error message, a string, of a call that failed alone), and may end
 /// with one more value: the server's clock as the script read it (for the calls without a `now`
 /// of their own, whose answers then need not repeat it).
+#[derive(Clone)]
 pub struct ScriptBatcher {
     store: Arc<RedisStore>,
     script: &'static Script,
@@ -105,6 +106,7 @@ thread_local! {
 
 /// Sends every call held on this thread to its batcher (see [`ScriptBatcher`]).
 pub fn send_held_calls() {
+    super::direct::release_offer();
     let queues = HOLDING.with(|holding| std::mem::take(&mut *holding.borrow_mut()));
     for queue in queues {
         queue.held.lock().unwrap_or_else(|p| p.into_inner()).listed = false;
@@ -112,10 +114,10 @@ pub fn send_held_calls() {
     }
 }
 
-struct Call {
-    keys: Vec<String>,
-    args: Vec<String>,
-    answered: Answered,
+pub(super) struct Call {
+    /// The call's keys and arguments.
+    pub(super) work: (Vec<String>, Vec<String>),
+    pub(super) answered: Answered,
 }
 
 impl ScriptBatcher {
@@ -151,19 +153,44 @@ impl ScriptBatcher {
 
     /// Runs the script for one call; `answered` gets its answer, or the failure, within
     /// `commandTimeoutMs` of the call leaving this thread. Called on the JS thread, which must then
-    /// run [`send_held_calls`].
-    pub fn submit(&self, keys: Vec<String>, args: Vec<String>, answered: Answered) {
+    /// run [`send_held_calls`]. A lone call (nothing else of its caller pending: `lone` names
+    /// the caller's answer channel) may go by the direct lane instead (see [`super::direct`]).
+    pub fn submit(
+        &self,
+        keys: Vec<String>,
+        args: Vec<String>,
+        answered: Answered,
+        lone: Option<u32>,
+    ) {
         let call = Call {
-            keys,
-            args,
+            work: (keys, args),
             answered,
         };
+        if let Some(call) = super::direct::route(self, call, lone) {
+            self.hold(call);
+        }
+    }
+
+    pub(super) fn store(&self) -> &RedisStore {
+        &self.store
+    }
+
+    pub(super) fn script(&self) -> &'static Script {
+        self.script
+    }
+
+    pub(super) fn shared(&self) -> &[String] {
+        &self.shared
+    }
+
+    /// The usual way: the call is held until [`send_held_calls`] (or sent with those held when
+    /// they are many; on a Cluster, sent alone at once).
+    pub(super) fn hold(&self, call: Call) {
         let Some(queue) = &self.queue else {
             let (store, script, shared) = (self.store.clone(), self.script, self.shared.clone());
             self.runtime.spawn(async move {
-                let calls = [(call.keys, call.args)];
                 let answer = store
-                    .bounded(store.eval_batch(script, &shared, &calls))
+                    .bounded(store.eval_batch(script, &shared, std::slice::from_ref(&call.work)))
                     .await
                     .and_then(|mut answers| answers.pop().unwrap_or_else(|| Err(short_reply())));
                 store.count_call(&answer);
@@ -181,6 +208,14 @@ impl ScriptBatcher {
             let calls = std::mem::take(&mut held.calls);
             drop(held);
             queue.send(calls);
+        }
+    }
+
+    /// Sends `call` now, without waiting for the end of the turn.
+    pub(super) fn send_now(&self, call: Call) {
+        match &self.queue {
+            Some(queue) => queue.send(vec![call]),
+            None => self.hold(call),
         }
     }
 }
@@ -243,7 +278,7 @@ async fn send_batch(
     let budget = timeout.saturating_sub(now.duration_since(oldest));
     let (calls, answered): (Vec<_>, Vec<_>) = live
         .into_iter()
-        .map(|(_, call)| ((call.keys, call.args), call.answered))
+        .map(|(_, call)| (call.work, call.answered))
         .unzip();
     match store
         .bounded_for(budget, store.eval_batch(script, shared, &calls))

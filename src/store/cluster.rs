@@ -178,6 +178,15 @@ impl Cluster {
         self.shared.owner(key_slot(key.as_bytes()))
     }
 
+    /// The node that serves `key`'s slot when its connection is open (see
+    /// [`super::redis::RedisStore::direct_node`]).
+    pub fn open_owner_of(&self, key: &str) -> Option<ConnectionInfo> {
+        let node = self.owner_of(key)?;
+        let nodes = self.shared.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        let link = nodes.get(&node).filter(|link| link.is_open())?;
+        Some(link.info().clone())
+    }
+
     /// Closes every connection.
     pub fn close(&self) {
         self.shared

@@ -130,6 +130,11 @@ impl NodeLink {
         self.set_state(LinkState::New);
     }
 
+    /// Where the node is and how to log in to it.
+    pub fn info(&self) -> &ConnectionInfo {
+        &self.info
+    }
+
     /// Whether the connection is open (as far as is known).
     pub fn is_open(&self) -> bool {
         matches!(self.state(), LinkState::Open(_))

@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::{Cmd, ErrorKind, RedisError, Script, ServerErrorKind, Value};
+use redis::{
+    Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, Script, ServerErrorKind, Value,
+};
 
 use super::batch::Answer;
 use super::cluster::Cluster;
@@ -44,6 +46,23 @@ pub fn unique_member() -> String {
     )
 }
 
+/// The EVALSHA of a batch of `calls` of `script` (see [`super::batch::ScriptBatcher`]).
+pub(super) fn batch_command(
+    script: &Script,
+    shared: &[String],
+    calls: &[(Vec<String>, Vec<String>)],
+) -> Cmd {
+    let keys: Vec<&String> = calls.iter().flat_map(|(keys, _)| keys).collect();
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash())
+        .arg(keys.len())
+        .arg(&keys)
+        .arg(shared);
+    let (shape, args) = super::batch::call_arguments(calls);
+    cmd.arg(shape).arg(args);
+    cmd
+}
+
 /// Connects to `host` where a connection info names `name` instead: TLS then checks the
 /// server's certificate against `name` (the `tls.servername` option).
 struct ServerNameResolver {
@@ -67,6 +86,7 @@ impl redis::io::AsyncDNSResolver for ServerNameResolver {
 
 /// A shared, lazily opened connection to Redis.
 pub struct RedisStore {
+    id: u64,
     config: RedisConfig,
     target: Target,
     closed: AtomicBool,
@@ -112,7 +132,9 @@ impl RedisStore {
                 config.endpoint.clone(),
             )))
         };
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Self {
+            id: IDS.fetch_add(1, Ordering::Relaxed),
             config,
             target,
             closed: AtomicBool::new(false),
@@ -189,25 +211,35 @@ impl RedisStore {
         shared: &[String],
         calls: &[(Vec<String>, Vec<String>)],
     ) -> Outcome<Vec<Outcome<Answer>>> {
-        let keys: Vec<&String> = calls.iter().flat_map(|(keys, _)| keys).collect();
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.get_hash())
-            .arg(keys.len())
-            .arg(&keys)
-            .arg(shared);
-        let (shape, args) = super::batch::call_arguments(calls);
-        cmd.arg(shape).arg(args);
+        let cmd = batch_command(script, shared, calls);
+        let first_key = calls
+            .first()
+            .and_then(|(keys, _)| keys.first())
+            .map_or("", |key| key.as_str());
+        self.count_batch(calls.len());
+        let reply = self.query(first_key, &cmd, Some(script)).await?;
+        self.batch_answers(reply, calls.len(), first_key)
+    }
+
+    /// Counts a script call sent with `calls` calls, for `stats()`.
+    pub(super) fn count_batch(&self, calls: usize) {
         self.counters.count(&self.counters.batches);
         self.counters
-            .add(&self.counters.batched_calls, calls.len() as u64);
-        let first_key = keys.first().map_or("", |key| key.as_str());
-        let mut reply = match self.query(first_key, &cmd, Some(script)).await? {
-            Value::Array(reply) if reply.len() == calls.len() || reply.len() == calls.len() + 1 => {
-                reply
-            }
+            .add(&self.counters.batched_calls, calls as u64);
+    }
+
+    /// A batch's reply (see [`Self::eval_batch`]) as one answer per call.
+    pub(super) fn batch_answers(
+        &self,
+        reply: Value,
+        calls: usize,
+        first_key: &str,
+    ) -> Outcome<Vec<Outcome<Answer>>> {
+        let mut reply = match reply {
+            Value::Array(reply) if reply.len() == calls || reply.len() == calls + 1 => reply,
             _ => return Err(super::batch::short_reply()),
         };
-        let server_now = match (reply.len() > calls.len()).then(|| reply.pop()).flatten() {
+        let server_now = match (reply.len() > calls).then(|| reply.pop()).flatten() {
             Some(Value::Int(now)) => Some(now),
             Some(_) => return Err(super::batch::short_reply()),
             None => None,
@@ -237,6 +269,41 @@ impl RedisStore {
                 value => Ok(Answer { value, server_now }),
             })
             .collect())
+    }
+
+    /// Where a lone call to `key` may go by the direct lane (`super::direct`): the node that
+    /// serves it, when its connection is open (a node never reached, or down, is left to the
+    /// runtime, which opens it, loads the scripts and reports outages). `None` with TLS (the
+    /// lane speaks plain TCP and unix sockets) and once closed.
+    pub fn direct_node(&self, key: &str) -> Option<ConnectionInfo> {
+        if self.is_closed() {
+            return None;
+        }
+        let info = match &self.target {
+            Target::Single(link) => link.is_open().then(|| link.info().clone()),
+            Target::Cluster(cluster) => cluster.open_owner_of(key),
+            Target::Sentinel(sentinel) => sentinel.open_primary(),
+        }?;
+        match info.addr() {
+            ConnectionAddr::Tcp(..) | ConnectionAddr::Unix(_) => Some(info),
+            _ => None,
+        }
+    }
+
+    /// A number no other store of this process has: the direct lane's connections are this
+    /// store's own.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The failure of a call whose connection was lost while it waited for its answer.
+    pub(super) fn lost_failure(&self, key: &str, message: &str) -> Failure {
+        let node = self.node_of(key);
+        Failure::error(
+            ErrorCode::StoreUnavailable,
+            format!("Redis at {node} is unavailable: the connection was lost ({message})"),
+        )
+        .with_cause("IoError", message.to_owned())
     }
 
     /// Deletes keys (of one slot, on a Cluster), within `commandTimeoutMs`.

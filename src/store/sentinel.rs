@@ -162,6 +162,13 @@ impl Sentinel {
         }
     }
 
+    /// The primary known, when its connection is open (see
+    /// [`super::redis::RedisStore::direct_node`]).
+    pub fn open_primary(&self) -> Option<ConnectionInfo> {
+        let primary = self.shared.current()?;
+        primary.link.is_open().then(|| primary.link.info().clone())
+    }
+
     /// Stops following the sentinels and drops the connections.
     pub fn close(&self) {
         self.stop_watching(Watcher::Closed);

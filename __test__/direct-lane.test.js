@@ -1,0 +1,169 @@
+'use strict'
+
+// The direct lane (src/store/direct.rs, lib/direct.js): a lone caller's calls are written by the
+// JavaScript thread on a connection of its own. They answer exactly as the usual way does, keep
+// the order calls were made in, and whatever goes wrong on the lane (a flushed script cache, a
+// wrong-type key, a stalled server, a killed connection) ends as it would the usual way.
+
+const { describe, it, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+
+const { FixedWindow, RedisStore } = require('..')
+const native = require('../lib/native.js')
+const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
+const { startRedis } = require('./helpers/redis-server.js')
+const { random } = require('./helpers/random.js')
+
+const T0 = 1_700_000_000_000
+
+/** The connections of CLIENT LIST, each as its fields (`id`, `db`, `cmd`...). */
+async function clients(server) {
+  const list = await server.cli('CLIENT', 'LIST')
+  return list
+    .split('\n')
+    .filter((line) => line.includes('id='))
+    .map((line) => Object.fromEntries(line.trim().split(' ').map((pair) => pair.split('=', 2))))
+}
+
+async function waitFor(check, what) {
+  for (let i = 0; i < 200; i++) {
+    if (await check()) return
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  assert.fail(`timed out waiting for ${what}`)
+}
+
+describe('the direct lane', () => {
+  let server
+  before(async () => {
+    server = await startRedis()
+  })
+  after(() => server?.stop())
+
+  it('answers every limiter exactly as the usual way does, one call at a time', async () => {
+    for (const [name, create] of Object.entries(LIMITERS)) {
+      const store = new RedisStore(server.url)
+      const runs = []
+      for (const lanes of [true, false]) {
+        native.setDirectLanes(lanes)
+        const limiter = create({ client: store, namespace: `same-${name}-${lanes}:` })
+        const rand = random(7)
+        const answers = []
+        let now = T0
+        for (let call = 0; call < 120; call++) {
+          now += Math.floor(rand() * 300)
+          const id = ONE_ID.has(name) ? 'a' : ['a', 'b'][Math.floor(rand() * 2)]
+          const mode = rand() < 0.15 ? 'reward' : 'consume'
+          if (mode === 'reward' && typeof limiter.reward === 'function') answers.push(await limiter.reward(id, { now }))
+          else answers.push(await limiter.consume(id, { now }))
+        }
+        runs.push(answers)
+      }
+      native.setDirectLanes(true)
+      assert.deepEqual(runs[0], runs[1], name)
+      await store.close()
+    }
+  })
+
+  it('opens one connection of its own beside the store\'s, logged in as the same user to the same database, and closes it with the store', async () => {
+    await server.cli('ACL', 'SETUSER', 'lane-user', 'on', '>lane-pw', '~*', '+@all')
+    {
+      const store = new RedisStore({ port: server.port, username: 'lane-user', password: 'lane-pw', db: 3 })
+      const limiter = new FixedWindow({ client: store, namespace: 'db3:', limits: [{ duration: 60_000, limit: 3 }] })
+      const answers = []
+      for (let i = 0; i < 5; i++) answers.push((await limiter.consume('x', { now: T0 })).remaining)
+      assert.deepEqual(answers, [2, 1, 0, 0, 0])
+      const cli = server.cli
+      assert.equal(await cli('-n', '3', 'HGET', 'db3:x', `60000000:${Math.floor((T0 * 1000) / 60_000_000)}`), '3')
+      const scripted = async () =>
+        (await cli('CLIENT', 'LIST'))
+          .split('\n')
+          .filter((line) => /\bcmd=evalsha\b/.test(line) && /\buser=lane-user\b/.test(line))
+          .map((line) => ({ id: Number(line.match(/\bid=(\d+)/)[1]), db: line.match(/\bdb=(\d+)/)[1] }))
+      const connected = await scripted()
+      assert.equal(connected.length, 2, "the store's connection and the lane")
+      assert.deepEqual(connected.map((c) => c.db), ['3', '3'])
+      // The lane opened after the first call, which went the usual way.
+      const lane = Math.max(...connected.map((c) => c.id))
+      await store.close()
+      await waitFor(async () => !(await scripted()).some((c) => c.id === lane), 'the lane to close')
+    }
+  })
+
+  it('keeps the order of calls made together after a lone one', async () => {
+    const store = new RedisStore(server.url)
+    const limiter = new FixedWindow({ client: store, namespace: 'order:', limits: [{ duration: 60_000, limit: 4 }] })
+    await limiter.consume('warm', { now: T0 })
+    await limiter.consume('warm', { now: T0 })
+    const answers = await Promise.all([1, 2, 3, 4, 5, 6].map(() => limiter.consume('x', { now: T0 })))
+    assert.deepEqual(
+      answers.map((a) => [a.allowed, a.remaining]),
+      [[true, 3], [true, 2], [true, 1], [true, 0], [false, 0], [false, 0]],
+    )
+    await store.close()
+  })
+
+  it('passes a call on when Redis lost the script (SCRIPT FLUSH): it loads it and answers', async () => {
+    const store = new RedisStore(server.url)
+    const limiter = new FixedWindow({ client: store, namespace: 'flush:', limits: [{ duration: 60_000, limit: 3 }] })
+    for (let i = 0; i < 3; i++) await limiter.consume('x', { now: T0 })
+    const loads = store.stats().scriptLoads
+    await server.cli('SCRIPT', 'FLUSH')
+    const answer = await limiter.consume('x', { now: T0 })
+    assert.deepEqual([answer.allowed, answer.remaining], [false, 0])
+    assert.equal(store.stats().scriptLoads, loads + 1)
+    assert.equal((await limiter.consume('y', { now: T0 })).remaining, 2)
+    await store.close()
+  })
+
+  it('rejects a call on a key of another type with ERR_STORE_ERROR, and goes on', async () => {
+    const store = new RedisStore(server.url)
+    const limiter = new FixedWindow({ client: store, namespace: 'wrong:', limits: [{ duration: 60_000, limit: 3 }] })
+    await limiter.consume('warm', { now: T0 })
+    await limiter.consume('warm', { now: T0 })
+    await server.cli('SET', 'wrong:x', 'a string')
+    await assert.rejects(limiter.consume('x', { now: T0 }), (error) => error.code === 'ERR_STORE_ERROR' && /WRONGTYPE/.test(error.message))
+    assert.equal((await limiter.consume('y', { now: T0 })).remaining, 2)
+    await store.close()
+  })
+
+  it('fails a call that gets no answer within commandTimeoutMs with ERR_STORE_UNAVAILABLE, then answers again', async () => {
+    const store = new RedisStore({ port: server.port, commandTimeoutMs: 200 })
+    const limiter = new FixedWindow({ client: store, namespace: 'stall:', limits: [{ duration: 60_000, limit: 10 }] })
+    await limiter.consume('x', { now: T0 })
+    await limiter.consume('x', { now: T0 })
+    process.kill(server.pid, 'SIGSTOP')
+    const started = Date.now()
+    try {
+      await assert.rejects(limiter.consume('x', { now: T0 }), (error) => error.code === 'ERR_STORE_UNAVAILABLE' && /did not answer within 200 ms/.test(error.message))
+    } finally {
+      process.kill(server.pid, 'SIGCONT')
+    }
+    const waited = Date.now() - started
+    assert.ok(waited >= 190 && waited < 1000, `rejected after ${waited} ms`)
+    // The stalled call ran once Redis woke (it is not sent again): 3 counted.
+    const answer = await limiter.consume('x', { now: T0 })
+    assert.equal(answer.remaining, 6)
+    await store.close()
+  })
+
+  it('goes the usual way once its connection is killed, and opens a new one', async () => {
+    const store = new RedisStore(server.url)
+    const limiter = new FixedWindow({ client: store, namespace: 'killed:', limits: [{ duration: 60_000, limit: 100 }] })
+    for (let i = 0; i < 3; i++) await limiter.consume('x', { now: T0 })
+    const lane = Math.max(...(await clients(server)).filter((c) => c.cmd === 'evalsha').map((c) => Number(c.id)))
+    await server.cli('CLIENT', 'KILL', 'ID', String(lane))
+    // (The lane learns of it from its socket, in a turn of the event loop.)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const remaining = []
+    for (let i = 0; i < 5; i++) remaining.push((await limiter.consume('x', { now: T0 })).remaining)
+    assert.deepEqual(remaining, [96, 95, 94, 93, 92])
+    // A lane that closed is opened again by a lone call a second later.
+    await new Promise((resolve) => setTimeout(resolve, 1100))
+    for (let i = 0; i < 3; i++) await limiter.consume('x', { now: T0 })
+    assert.equal((await limiter.consume('x', { now: T0 })).remaining, 88)
+    const newer = (await clients(server)).filter((c) => c.cmd === 'evalsha' && Number(c.id) > lane)
+    assert.equal(newer.length, 1, 'a new lane')
+    await store.close()
+  })
+})

@@ -1,0 +1,175 @@
+'use strict'
+
+/**
+ * The direct lanes (src/store/direct.rs): a lone Redis call (nothing else of this process's
+ * calls pending) is written by this thread on a socket of its own to the node that serves its
+ * key, and its reply read here, instead of going through the store's thread and back: one
+ * wake-up of this thread per call, as with a JavaScript client, where the usual way costs a lone
+ * caller two hand-offs between threads (benchmark/RESULTS.md, item 28).
+ *
+ * A lane is one socket per store and node, opened after the first lone call that wanted it (that
+ * call, and those made while it opens, go the usual way), logged in as the store's own
+ * connection is (AUTH, SELECT), and closed when Redis closes it, when a call on it times out or
+ * when its store is closed. It never keeps the process alive: a call waiting on it does, through
+ * the answer channel, as every call does.
+ */
+
+const net = require('node:net')
+const binding = require('./native.js')
+
+/** After a lane failed to open or closed with an error, how long before opening it again. */
+const REOPEN_AFTER_MS = 1000
+
+/** The lanes of every `directLanes`, by key. */
+const everyLanes = new Set()
+
+/**
+ * The lanes of `lib/engine.js`: `send(ticket)` after a lone call was made (true when the call went
+ * by a lane), `closeStore(storeId)` when a store closes. `settle(ticket, error)` settles a call
+ * that went by a lane: `error` undefined when answered (its values are in `out`); it is not called
+ * for a call passed on to the usual way (the answer channel answers it). `afterCall()` runs once a
+ * lane's call is over (the calls made meanwhile were held for it).
+ */
+function directLanes({ out, settle, afterCall }) {
+  /** Lanes by key (`channel/store/address`), open, opening or waiting to reopen. */
+  const lanes = new Map()
+  everyLanes.add(lanes)
+
+  class Lane {
+    constructor(address) {
+      this.key = address.lane
+      this.ready = false
+      this.closed = false
+      /** The ticket of the call on the lane, or -1. */
+      this.ticket = -1
+      this.timeoutMs = 0
+      this.handshake = { pending: address.replies, bytes: Buffer.alloc(0) }
+      const socket = address.path !== null && address.path !== undefined ? net.connect(address.path) : net.connect(address.port, address.host)
+      this.socket = socket
+      socket.unref()
+      socket.setNoDelay(true)
+      socket.setTimeout(address.connectTimeoutMs)
+      socket.on('connect', () => {
+        if (address.replies > 0) socket.write(address.handshake)
+        else this.open()
+      })
+      socket.on('data', (bytes) => this.received(bytes))
+      socket.on('timeout', () => {
+        if (!this.ready) this.close('the connection took too long to open')
+        else if (this.ticket !== -1) this.fail(undefined)
+      })
+      socket.on('error', (error) => this.close(error.message))
+      socket.on('close', () => this.close('the connection was closed'))
+    }
+
+    open() {
+      this.ready = true
+      this.socket.setTimeout(0)
+      binding.setDirectLaneReady(this.key, true)
+    }
+
+    send(request, ticket, timeoutMs) {
+      this.ticket = ticket
+      if (timeoutMs !== this.timeoutMs) {
+        this.timeoutMs = timeoutMs
+        this.socket.setTimeout(timeoutMs)
+      }
+      this.socket.write(request)
+    }
+
+    received(bytes) {
+      if (!this.ready) return this.handshaken(bytes)
+      const ticket = this.ticket
+      let read
+      try {
+        read = binding.readDirectReply(bytes, out)
+      } catch (error) {
+        this.ticket = -1
+        settle(ticket, error)
+        afterCall()
+        return
+      }
+      if (read === 0) return
+      if (read === 3) return this.close('Redis sent what is not the reply of a call')
+      this.ticket = -1
+      if (read === 1) settle(ticket, undefined)
+      afterCall()
+    }
+
+    handshaken(bytes) {
+      const handshake = this.handshake
+      handshake.bytes = Buffer.concat([handshake.bytes, bytes])
+      try {
+        const length = binding.readDirectHandshake(handshake.bytes, handshake.pending)
+        if (length === handshake.bytes.length) this.open()
+        else if (length !== -1) this.close('Redis sent more than the login replies')
+      } catch (error) {
+        this.close(error.message)
+      }
+    }
+
+    /** Fails the call on the lane: its connection was lost (`reason`) or, without one, it timed out. */
+    fail(reason) {
+      const ticket = this.ticket
+      this.ticket = -1
+      try {
+        binding.failDirectCall(reason)
+      } catch (error) {
+        settle(ticket, error)
+      }
+      if (reason === undefined) this.close('a call timed out')
+      afterCall()
+    }
+
+    close(reason) {
+      if (this.closed) return
+      this.closed = true
+      if (this.ready) binding.setDirectLaneReady(this.key, false)
+      this.ready = false
+      if (this.ticket !== -1) this.fail(reason)
+      this.socket.destroy()
+      // Opened again by a lone call after a while (not at once, when Redis is going away).
+      const timer = setTimeout(() => {
+        if (lanes.get(this.key) === this) lanes.delete(this.key)
+      }, REOPEN_AFTER_MS)
+      timer.unref()
+    }
+  }
+
+  /** After a lone call: sends it by its lane (true), or opens the lane it wanted (false). */
+  function send(ticket) {
+    const taken = binding.takeDirectCall()
+    if (taken === null) return false
+    const lane = lanes.get(taken.lane)
+    if (taken.request === undefined || taken.request === null) {
+      if (lane === undefined) lanes.set(taken.lane, new Lane(taken))
+      return false
+    }
+    if (lane !== undefined && lane.ready) {
+      lane.send(taken.request, ticket, taken.timeoutMs)
+      return true
+    }
+    // (Never: the native side offers only lanes said to be ready.)
+    binding.setDirectLaneReady(taken.lane, false)
+    try {
+      binding.failDirectCall('the lane was not open')
+    } catch (error) {
+      settle(ticket, error)
+    }
+    return true
+  }
+
+  return { send }
+}
+
+/** Closes the lanes of `store` (a RedisStore being closed). */
+function closeLanesOf(store) {
+  const prefix = `/${binding.directLaneStore(store)}/`
+  for (const lanes of everyLanes) {
+    for (const lane of lanes.values()) {
+      if (lane.key.includes(prefix)) lane.close('the store was closed')
+    }
+  }
+}
+
+module.exports = { directLanes, closeLanesOf }

@@ -1,0 +1,132 @@
+//! The direct lane's functions (`src/store/direct.rs`), for `lib/direct.js`: nothing else
+//! should call them.
+
+use napi::bindgen_prelude::{Buffer, BufferSlice, Float64ArraySlice};
+use napi::Env;
+use napi_derive::napi;
+
+use super::dispatch::{answer_here, write_answer};
+use super::js_error;
+use super::redis_store::JsRedisStore;
+use crate::store::direct::{self, Read, Taken};
+
+/// What became of a lone Redis call (see `takeDirectCall`).
+#[napi(object)]
+pub struct DirectCall {
+    /// The lane: to write `request` on, or to open (then `request` is absent).
+    pub lane: String,
+    /// The call's EVALSHA, to write on the lane.
+    pub request: Option<Buffer>,
+    /// How long the call may wait for its reply, in milliseconds.
+    pub timeout_ms: Option<f64>,
+    /// To open the lane: the node's host and port, or its unix socket's path.
+    pub host: Option<String>,
+    pub port: Option<u32>,
+    pub path: Option<String>,
+    /// To open the lane: what to send first (`AUTH`, `SELECT`), and how many replies it gets.
+    pub handshake: Option<Buffer>,
+    pub replies: Option<u32>,
+    pub connect_timeout_ms: Option<f64>,
+}
+
+/// After a lone call (nothing else of its caller pending) was made: its request, when it goes by
+/// a direct lane, or the lane to open, when it went the usual way for want of one; `null` when
+/// neither.
+#[napi(catch_unwind)]
+pub fn take_direct_call() -> Option<DirectCall> {
+    let empty = |lane| DirectCall {
+        lane,
+        request: None,
+        timeout_ms: None,
+        host: None,
+        port: None,
+        path: None,
+        handshake: None,
+        replies: None,
+        connect_timeout_ms: None,
+    };
+    Some(match direct::take()? {
+        Taken::Call {
+            lane,
+            request,
+            timeout_ms,
+        } => DirectCall {
+            request: Some(request.into()),
+            timeout_ms: Some(timeout_ms),
+            ..empty(lane)
+        },
+        Taken::Open(address) => DirectCall {
+            host: address.host,
+            port: address.port.map(u32::from),
+            path: address.path,
+            handshake: Some(address.handshake.into()),
+            replies: Some(address.replies),
+            connect_timeout_ms: Some(address.connect_timeout_ms),
+            ..empty(address.key)
+        },
+    })
+}
+
+/// Reads bytes that came on the lane for its call: 0 when the reply is not complete yet, 1 when
+/// the call was answered (its values are in `out`), 2 when it was passed on to the usual way
+/// (its answer comes through the answer channel), 3 when the bytes make no sense (close the
+/// lane, then `failDirectCall`). Throws the call's error when it failed.
+#[napi(catch_unwind)]
+pub fn read_direct_reply(
+    env: Env,
+    bytes: BufferSlice,
+    mut out: Float64ArraySlice,
+) -> napi::Result<u32> {
+    let mut read = Read::More;
+    match answer_here(&env, || read = direct::read(&bytes)) {
+        Some(Ok(values)) => {
+            write_answer(&mut out, values).map_err(|failure| js_error(&env, failure))?;
+            Ok(1)
+        }
+        Some(Err(failure)) => Err(js_error(&env, failure)),
+        None => Ok(match read {
+            Read::More | Read::Answered => 0,
+            Read::PassedOn => 2,
+            Read::Confused => 3,
+        }),
+    }
+}
+
+/// The lane's call failed: its connection was lost (`reason` says how) or, without a reason,
+/// it got no answer in time. Throws the call's error (nothing when no call is on the lane).
+#[napi(catch_unwind)]
+pub fn fail_direct_call(env: Env, reason: Option<String>) -> napi::Result<()> {
+    match answer_here(&env, || direct::fail(reason.as_deref())) {
+        Some(Err(failure)) => Err(js_error(&env, failure)),
+        _ => Ok(()),
+    }
+}
+
+/// Reads the replies to a lane's handshake: the bytes they took once all `replies` came, -1
+/// while more must come; throws when Redis refused.
+#[napi(catch_unwind)]
+pub fn read_direct_handshake(env: Env, bytes: BufferSlice, replies: u32) -> napi::Result<f64> {
+    match direct::handshake_done(&bytes, replies) {
+        Ok(Some(length)) => Ok(length as f64),
+        Ok(None) => Ok(-1.0),
+        Err(failure) => Err(js_error(&env, failure)),
+    }
+}
+
+/// The lane `lane` is open and logged in (`true`), or closed (`false`).
+#[napi(catch_unwind)]
+pub fn set_direct_lane_ready(lane: String, ready: bool) {
+    direct::set_ready(&lane, ready);
+}
+
+/// The id by which lane keys name `store` (`channel/store/address`).
+#[napi(catch_unwind)]
+pub fn direct_lane_store(store: &JsRedisStore) -> f64 {
+    store.inner.id() as f64
+}
+
+/// Turns the direct lanes on or off (on by default): tests of the usual way turn them off.
+#[napi(catch_unwind)]
+pub fn set_direct_lanes(enabled: bool) {
+    direct::set_enabled(enabled);
+}

@@ -1,0 +1,412 @@
+//! The direct lane: a lone call's script, written and read by the JS thread itself.
+//!
+//! A call goes to Redis through the runtime's thread (see [`super::batch`]): the JS thread hands
+//! it over, the runtime sends it, and its answer comes back to the JS thread through the answer
+//! channel. Under load, those hand-offs carry hundreds of calls each. A lone caller (one request
+//! at a time, a cron job, a CLI) pays both for one call: on an idle machine each wake-up of a
+//! sleeping thread costs 20-30 µs, more than Redis spends on the script (benchmark/RESULTS.md,
+//! item 27). So a call that finds nothing else of its caller pending ([`route`]'s `lone`) is
+//! packed here, on the JS thread, into its EVALSHA, which `lib/direct.js` writes on a socket of
+//! its own to the node that serves the key and whose reply it hands back ([`read`]): the JS
+//! thread wakes once per call, as with a JavaScript client.
+//!
+//! The lane carries one call at a time; calls made meanwhile wait for its answer and then go
+//! the usual way ([`route`]), so that calls leave in the order they were made. Anything unusual
+//! goes the usual way too: a node whose connection the runtime has not opened (or lost), TLS
+//! ([`super::redis::RedisStore::direct_node`]), and any error Redis answers in place of running
+//! the script (`NOSCRIPT`, `MOVED`, `READONLY`, `LOADING`...), which the runtime then deals with.
+//! A call whose connection fails, or that gets no answer within `commandTimeoutMs`, fails as it
+//! would on the runtime's connection ([`fail`]).
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::time::Duration;
+
+use redis::{ConnectionAddr, ConnectionInfo, Value};
+
+use super::batch::{short_reply, Call, ScriptBatcher};
+use super::link::address_of;
+use crate::error::{ErrorCode, Failure, Outcome};
+
+/// The most bytes a reply may take: a script's answer for one call is a few numbers (a sliding
+/// log's entries may be more); past this, the lane is confused.
+const MAX_REPLY: usize = 64 << 20;
+
+thread_local! {
+    static LANE: RefCell<Lane> = RefCell::new(Lane::default());
+}
+
+#[derive(Default)]
+struct Lane {
+    /// Off for tests of the runtime's path.
+    disabled: bool,
+    /// The lanes JavaScript has open, by key (see [`lane_key`]).
+    ready: HashSet<String>,
+    /// A lane a lone call could not take because it is not open: for JavaScript to open.
+    wanted: Option<(String, ConnectionInfo, Duration)>,
+    /// The call [`route`] took, until JavaScript takes it ([`take`]).
+    offered: Option<Direct>,
+    /// The call on the lane, waiting for its reply.
+    in_flight: Option<Direct>,
+    /// Calls made meanwhile, sent the usual way once the lane's call is answered.
+    deferred: Vec<(ScriptBatcher, Call)>,
+}
+
+struct Direct {
+    batcher: ScriptBatcher,
+    call: Call,
+    /// The lane's key.
+    lane: String,
+    /// The EVALSHA, then the reply's bytes as they arrive.
+    bytes: Vec<u8>,
+}
+
+/// Where JavaScript opens a lane: the node, and what to send first (`AUTH`, `SELECT`).
+pub struct LaneAddress {
+    /// The lane's name (see [`lane_key`]).
+    pub key: String,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub path: Option<String>,
+    pub handshake: Vec<u8>,
+    /// How many replies the handshake gets.
+    pub replies: u32,
+    pub connect_timeout_ms: f64,
+}
+
+/// What [`take`] hands JavaScript after a call.
+pub enum Taken {
+    /// The call goes by the lane `lane`: write `request` there; it fails after `timeout_ms`.
+    Call {
+        lane: String,
+        request: Vec<u8>,
+        timeout_ms: f64,
+    },
+    /// The call went the usual way, for want of an open lane: open this one.
+    Open(LaneAddress),
+}
+
+/// What [`read`] made of the bytes so far.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Read {
+    /// The reply is not complete yet.
+    More,
+    /// The call was answered.
+    Answered,
+    /// Redis answered with an error in place of running the script: the call was sent again the
+    /// usual way, which answers it.
+    PassedOn,
+    /// The bytes are not the reply of a call on the lane: the lane must close, and its call
+    /// fail ([`fail`]).
+    Confused,
+}
+
+/// Takes `call` for the direct lane when it may go there (see the module's doc); otherwise
+/// gives it back to go the usual way. A call made while the lane carries one waits for it.
+/// `lone` names the answer channel of a lone call: lanes are that channel's (each copy of
+/// `lib/engine.js` has its own).
+pub(super) fn route(batcher: &ScriptBatcher, call: Call, lone: Option<u32>) -> Option<Call> {
+    release_offer();
+    LANE.with(|lane| {
+        let mut lane = lane.borrow_mut();
+        if lane.in_flight.is_some() {
+            lane.deferred.push((batcher.clone(), call));
+            return None;
+        }
+        let (Some(channel), false) = (lone, lane.disabled) else {
+            return Some(call);
+        };
+        let store = batcher.store();
+        let key = call.work.0.first().map_or("", String::as_str);
+        let Some(node) = store.direct_node(key) else {
+            return Some(call);
+        };
+        let lane_key = lane_key(channel, store.id(), &node);
+        if !lane.ready.contains(&lane_key) {
+            lane.wanted = Some((lane_key, node, store.config().connect_timeout));
+            return Some(call);
+        }
+        let command = super::redis::batch_command(
+            batcher.script(),
+            batcher.shared(),
+            std::slice::from_ref(&call.work),
+        );
+        lane.offered = Some(Direct {
+            batcher: batcher.clone(),
+            call,
+            lane: lane_key,
+            bytes: command.get_packed_command(),
+        });
+        None
+    })
+}
+
+/// Sends the call offered to the lane the usual way if JavaScript did not take it ([`take`]):
+/// never left behind, whatever JavaScript does.
+pub(super) fn release_offer() {
+    if let Some(offered) = LANE.with(|lane| lane.borrow_mut().offered.take()) {
+        offered.batcher.hold(offered.call);
+    }
+}
+
+/// A lane's name: the answer channel's id, the store's and the node's address.
+fn lane_key(channel: u32, store: u64, node: &ConnectionInfo) -> String {
+    format!("{channel}/{store}/{}", address_of(node.addr()))
+}
+
+/// Turns the direct lane on or off (it is on by default) for this thread.
+pub fn set_enabled(enabled: bool) {
+    LANE.with(|lane| lane.borrow_mut().disabled = !enabled);
+}
+
+/// JavaScript opened the lane `key` (`true`), or it closed (`false`).
+pub fn set_ready(key: &str, ready: bool) {
+    LANE.with(|lane| {
+        let mut lane = lane.borrow_mut();
+        if ready {
+            lane.ready.insert(key.to_owned());
+        } else {
+            lane.ready.remove(key);
+        }
+    });
+}
+
+/// What became of the call [`route`] just saw (see [`Taken`]); `None` when it went the usual way
+/// with nothing for JavaScript to do.
+pub fn take() -> Option<Taken> {
+    LANE.with(|lane| {
+        let mut lane = lane.borrow_mut();
+        if let Some((key, node, connect_timeout)) = lane.wanted.take() {
+            return address(key, &node, connect_timeout).map(Taken::Open);
+        }
+        let mut direct = lane.offered.take()?;
+        let request = std::mem::take(&mut direct.bytes);
+        let store = direct.batcher.store();
+        store.count_batch(1);
+        let taken = Taken::Call {
+            lane: direct.lane.clone(),
+            request,
+            timeout_ms: store.config().command_timeout().as_secs_f64() * 1000.0,
+        };
+        lane.in_flight = Some(direct);
+        Some(taken)
+    })
+}
+
+fn address(key: String, node: &ConnectionInfo, connect_timeout: Duration) -> Option<LaneAddress> {
+    let (host, port, path) = match node.addr() {
+        ConnectionAddr::Tcp(host, port) => (Some(host.clone()), Some(*port), None),
+        ConnectionAddr::Unix(path) => (None, None, Some(path.display().to_string())),
+        _ => return None,
+    };
+    let settings = node.redis_settings();
+    let mut handshake = Vec::new();
+    let mut replies = 0;
+    if let Some(password) = settings.password() {
+        let mut auth = redis::cmd("AUTH");
+        if let Some(username) = settings.username() {
+            auth.arg(username);
+        }
+        auth.arg(password);
+        handshake.extend(auth.get_packed_command());
+        replies += 1;
+    }
+    if settings.db() != 0 {
+        handshake.extend(redis::cmd("SELECT").arg(settings.db()).get_packed_command());
+        replies += 1;
+    }
+    Some(LaneAddress {
+        key,
+        host,
+        port,
+        path,
+        handshake,
+        replies,
+        connect_timeout_ms: connect_timeout.as_secs_f64() * 1000.0,
+    })
+}
+
+/// Reads the bytes that came for the lane's call: once its reply is complete, answers the call
+/// (its `answered` runs here, on the JS thread) or passes it on. The calls made meanwhile then go
+/// the usual way.
+pub fn read(bytes: &[u8]) -> Read {
+    let complete = LANE.with(|lane| {
+        let mut lane = lane.borrow_mut();
+        let direct = lane.in_flight.as_mut()?;
+        direct.bytes.extend_from_slice(bytes);
+        match frame_end(&direct.bytes, 0) {
+            Ok(None) if direct.bytes.len() <= MAX_REPLY => Some(None),
+            Ok(Some(end)) if end == direct.bytes.len() => Some(lane.in_flight.take()),
+            _ => None,
+        }
+    });
+    let direct = match complete {
+        Some(Some(direct)) => direct,
+        Some(None) => return Read::More,
+        // No call on the lane, not a reply, or bytes after it.
+        None => return Read::Confused,
+    };
+    let read = match answer_of(&direct) {
+        Some(outcome) => {
+            direct.batcher.store().count_call(&outcome);
+            (direct.call.answered)(outcome);
+            Read::Answered
+        }
+        None => {
+            direct.batcher.send_now(direct.call);
+            Read::PassedOn
+        }
+    };
+    send_deferred();
+    read
+}
+
+/// The call's answer from its complete reply, or `None` when Redis refused to run the script
+/// (in place of the script's reply, or because the node is a replica now): the usual way then
+/// deals with it.
+fn answer_of(direct: &Direct) -> Option<Outcome<super::batch::Answer>> {
+    let key = direct.call.work.0.first().map_or("", String::as_str);
+    let reply = match redis::parse_redis_value(&direct.bytes) {
+        Ok(Value::ServerError(_)) => return None,
+        Ok(reply) => reply,
+        Err(error) => return Some(Err(confused().with_cause("ParseError", error.to_string()))),
+    };
+    let answers = direct.batcher.store().batch_answers(reply, 1, key);
+    match answers.and_then(|mut answers| answers.pop().unwrap_or_else(|| Err(short_reply()))) {
+        Err(failure)
+            if failure
+                .cause
+                .as_ref()
+                .is_some_and(|cause| cause.message.starts_with("READONLY ")) =>
+        {
+            None
+        }
+        outcome => Some(outcome),
+    }
+}
+
+/// The lane's call failed: its connection was lost or confused (`lost` says how) or, with
+/// `None`, it got no answer within `commandTimeoutMs`. It fails as it would on the runtime's
+/// connection (the script may have run: it is not sent again).
+pub fn fail(lost: Option<&str>) {
+    let Some(direct) = LANE.with(|lane| lane.borrow_mut().in_flight.take()) else {
+        return;
+    };
+    let store = direct.batcher.store();
+    let key = direct.call.work.0.first().map_or("", String::as_str);
+    let outcome = Err(match lost {
+        Some(reason) => store.lost_failure(key, reason),
+        None => store.timeout_failure(),
+    });
+    store.count_call(&outcome);
+    (direct.call.answered)(outcome);
+    send_deferred();
+}
+
+/// Hands the calls made while the lane carried one to the usual way, in order.
+fn send_deferred() {
+    let deferred = LANE.with(|lane| std::mem::take(&mut lane.borrow_mut().deferred));
+    for (batcher, call) in deferred {
+        batcher.hold(call);
+    }
+}
+
+/// Whether `bytes` begin with the `replies` replies of a lane's handshake: `Ok(Some(length))`
+/// when all came and none is an error, `Ok(None)` while more must come, and the error Redis
+/// answered (never echoing the password) otherwise.
+pub fn handshake_done(bytes: &[u8], replies: u32) -> Outcome<Option<usize>> {
+    let mut at = 0;
+    for _ in 0..replies {
+        let Some(end) = frame_end(bytes, at).map_err(|()| confused())? else {
+            return Ok(None);
+        };
+        if let Ok(Value::ServerError(error)) = redis::parse_redis_value(&bytes[at..end]) {
+            return Err(Failure::error(
+                ErrorCode::StoreUnavailable,
+                format!("Redis refused the direct lane's login: {error}"),
+            ));
+        }
+        at = end;
+    }
+    Ok(Some(at))
+}
+
+fn confused() -> Failure {
+    Failure::error(ErrorCode::StoreError, "Redis's reply could not be read")
+}
+
+/// Where the RESP value that starts at `at` ends: `Ok(None)` when `bytes` hold only part of it,
+/// `Err` when they are not RESP.
+fn frame_end(bytes: &[u8], at: usize) -> Result<Option<usize>, ()> {
+    let Some(&kind) = bytes.get(at) else {
+        return Ok(None);
+    };
+    let Some(line_end) = bytes[at..].windows(2).position(|w| w == b"\r\n") else {
+        return Ok(None);
+    };
+    let line = &bytes[at + 1..at + line_end];
+    let after_line = at + line_end + 2;
+    let length = || -> Result<i64, ()> {
+        std::str::from_utf8(line)
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .ok_or(())
+    };
+    match kind {
+        b'+' | b'-' | b':' | b',' | b'#' | b'_' | b'(' => Ok(Some(after_line)),
+        b'$' | b'!' | b'=' => match length()? {
+            -1 => Ok(Some(after_line)),
+            n if n >= 0 => {
+                let end = after_line + n as usize + 2;
+                Ok((bytes.len() >= end).then_some(end))
+            }
+            _ => Err(()),
+        },
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let count = match length()? {
+                -1 => return Ok(Some(after_line)),
+                n if n >= 0 => n as usize,
+                _ => return Err(()),
+            };
+            let items = if matches!(kind, b'%' | b'|') {
+                2 * count
+            } else {
+                count
+            };
+            let mut end = after_line;
+            for _ in 0..items {
+                match frame_end(bytes, end)? {
+                    Some(next) => end = next,
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(end))
+        }
+        _ => Err(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame_end;
+
+    #[test]
+    fn a_reply_is_complete_only_with_all_its_bytes() {
+        let reply = b"*3\r\n:1\r\n$5\r\nhello\r\n*2\r\n$-1\r\n-ERR x\r\n";
+        for cut in 0..reply.len() {
+            assert_eq!(frame_end(&reply[..cut], 0), Ok(None), "cut at {cut}");
+        }
+        assert_eq!(frame_end(reply, 0), Ok(Some(reply.len())));
+        let mut two = reply.to_vec();
+        two.extend(b"+OK\r\n");
+        assert_eq!(frame_end(&two, 0), Ok(Some(reply.len())));
+        assert_eq!(frame_end(&two, reply.len()), Ok(Some(two.len())));
+    }
+
+    #[test]
+    fn bytes_that_are_not_resp_are_refused() {
+        assert_eq!(frame_end(b"hello\r\n", 0), Err(()));
+        assert_eq!(frame_end(b"$x\r\n", 0), Err(()));
+        assert_eq!(frame_end(b"*-5\r\n", 0), Err(()));
+    }
+}
