@@ -382,25 +382,23 @@ export interface BucketCircleOptions {
   namespace?: string
 }
 
-/** What became of a lone Redis call (see `takeDirectCall`). */
-export interface DirectCall {
-  /** The lane: to write `request` on, or to open (then `request` is absent). */
-  lane: string
-  /** The call's EVALSHA, to write on the lane. */
-  request?: Buffer
-  /** How long the call may wait for its reply, in milliseconds. */
-  timeoutMs?: number
-  /** To open the lane: the node's host and port, or its unix socket's path. */
+/** Where to open a direct lane (see `takeDirectCall`). */
+export interface DirectLaneAddress {
+  /** The lane's number, by which `setDirectLaneReady` names it. */
+  lane: number
+  /** The id of the store it belongs to (see `directLaneStore`). */
+  store: number
+  /** The node's host and port, or its unix socket's path. */
   host?: string
   port?: number
   path?: string
-  /** To open the lane: what to send first (`AUTH`, `SELECT`), and how many replies it gets. */
-  handshake?: Buffer
-  replies?: number
-  connectTimeoutMs?: number
+  /** What to send first (`AUTH`, `SELECT`), and how many replies it gets. */
+  handshake: Buffer
+  replies: number
+  connectTimeoutMs: number
 }
 
-/** The id by which lane keys name `store` (`channel/store/address`). */
+/** The id of `store`, as the lanes' addresses name it (`takeDirectCall`). */
 export declare function directLaneStore(store: JsRedisStore): number
 
 /**
@@ -730,8 +728,8 @@ export interface SentinelAddress {
  */
 export declare function setAnswerHandler(handler: (answers: Float64Array, failures: Array<[number, Error]>) => void): number
 
-/** The lane `lane` is open and logged in (`true`), or closed (`false`). */
-export declare function setDirectLaneReady(lane: string, ready: boolean): void
+/** Lane number `lane` is open and logged in (`true`), or closed (`false`). */
+export declare function setDirectLaneReady(lane: number, ready: boolean): void
 
 /** Turns the direct lanes on or off (on by default): tests of the usual way turn them off. */
 export declare function setDirectLanes(enabled: boolean): void
@@ -805,11 +803,12 @@ export interface StoreFailures {
 }
 
 /**
- * After a lone call (nothing else of its caller pending) was made: its request, when it goes by
- * a direct lane, or the lane to open, when it went the usual way for want of one; `null` when
+ * After a lone call (nothing else of its caller pending) was made: its request (the lane's
+ * number and the call's timeout in milliseconds then written into `into`) when it goes by a
+ * direct lane; the lane to open when it went the usual way for want of one; `null` when
  * neither.
  */
-export declare function takeDirectCall(): DirectCall | null
+export declare function takeDirectCall(into: Float64Array): Buffer | DirectLaneAddress | null
 
 /**
  * Options of a token bucket limiter.

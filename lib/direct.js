@@ -20,7 +20,7 @@ const binding = require('./native.js')
 /** After a lane failed to open or closed with an error, how long before opening it again. */
 const REOPEN_AFTER_MS = 1000
 
-/** The lanes of every `directLanes`, by key. */
+/** The lanes of every `directLanes`. */
 const everyLanes = new Set()
 
 /**
@@ -31,13 +31,16 @@ const everyLanes = new Set()
  * lane's call is over (the calls made meanwhile were held for it).
  */
 function directLanes({ out, settle, afterCall }) {
-  /** Lanes by key (`channel/store/address`), open, opening or waiting to reopen. */
+  /** Lanes by number (the native side numbers them), open, opening or waiting to reopen. */
   const lanes = new Map()
   everyLanes.add(lanes)
+  /** Where `takeDirectCall` writes a call's lane number and timeout. */
+  const taken = new Float64Array(2)
 
   class Lane {
     constructor(address) {
-      this.key = address.lane
+      this.number = address.lane
+      this.store = address.store
       this.ready = false
       this.closed = false
       /** The ticket of the call on the lane, or -1. */
@@ -65,7 +68,7 @@ function directLanes({ out, settle, afterCall }) {
     open() {
       this.ready = true
       this.socket.setTimeout(0)
-      binding.setDirectLaneReady(this.key, true)
+      binding.setDirectLaneReady(this.number, true)
     }
 
     send(request, ticket, timeoutMs) {
@@ -124,13 +127,13 @@ function directLanes({ out, settle, afterCall }) {
     close(reason) {
       if (this.closed) return
       this.closed = true
-      if (this.ready) binding.setDirectLaneReady(this.key, false)
+      if (this.ready) binding.setDirectLaneReady(this.number, false)
       this.ready = false
       if (this.ticket !== -1) this.fail(reason)
       this.socket.destroy()
       // Opened again by a lone call after a while (not at once, when Redis is going away).
       const timer = setTimeout(() => {
-        if (lanes.get(this.key) === this) lanes.delete(this.key)
+        if (lanes.get(this.number) === this) lanes.delete(this.number)
       }, REOPEN_AFTER_MS)
       timer.unref()
     }
@@ -138,19 +141,19 @@ function directLanes({ out, settle, afterCall }) {
 
   /** After a lone call: sends it by its lane (true), or opens the lane it wanted (false). */
   function send(ticket) {
-    const taken = binding.takeDirectCall()
-    if (taken === null) return false
-    const lane = lanes.get(taken.lane)
-    if (taken.request === undefined || taken.request === null) {
-      if (lane === undefined) lanes.set(taken.lane, new Lane(taken))
+    const request = binding.takeDirectCall(taken)
+    if (request === null) return false
+    if (!Buffer.isBuffer(request)) {
+      if (!lanes.has(request.lane)) lanes.set(request.lane, new Lane(request))
       return false
     }
+    const lane = lanes.get(taken[0])
     if (lane !== undefined && lane.ready) {
-      lane.send(taken.request, ticket, taken.timeoutMs)
+      lane.send(request, ticket, taken[1])
       return true
     }
     // (Never: the native side offers only lanes said to be ready.)
-    binding.setDirectLaneReady(taken.lane, false)
+    binding.setDirectLaneReady(taken[0], false)
     try {
       binding.failDirectCall('the lane was not open')
     } catch (error) {
@@ -164,10 +167,10 @@ function directLanes({ out, settle, afterCall }) {
 
 /** Closes the lanes of `store` (a RedisStore being closed). */
 function closeLanesOf(store) {
-  const prefix = `/${binding.directLaneStore(store)}/`
+  const id = binding.directLaneStore(store)
   for (const lanes of everyLanes) {
     for (const lane of lanes.values()) {
-      if (lane.key.includes(prefix)) lane.close('the store was closed')
+      if (lane.store === id) lane.close('the store was closed')
     }
   }
 }

@@ -13,8 +13,8 @@
 -- Two ways to the same answers and writes:
 -- - Counting first, for a call to consume of one identifier under one limit (what an app sends,
 --   a call per request): HINCRBY of the current window's field, then HLEN to see that the hash
---   holds nothing else (HGETALL, when the field is new: the ended window's field is deleted); a
---   refused call gives the weight back. An allowed call costs Redis one write and one read, where
+--   holds nothing else (HGETALL when it does: an ended window's field beside a new one is
+--   deleted); a refused call gives the weight back. An allowed call costs Redis one write and one read, where
 --   reading first costs a read of the whole hash and a write.
 -- - Reading first, for every other call and whatever counting first does not expect (a late
 --   call, data that fails the checks, a write refused at maxmemory): the increment is undone,
@@ -122,11 +122,12 @@ local function count_first(key, now, weight)
   -- A count of `weight` is a new window's (or one a reward took to 0: undone, it is deleted, which
   -- counts the same but for a late call, only in a hash that reading first then answers).
   local fresh = before == 0
-  -- A new window's field may have the ended window's beside it; a counter's field, nothing but
-  -- other limiters' counters (it was checked when created). Anything else, and a count out of
-  -- range, are for reading first.
+  -- A field alone in its hash is all there is (a new id's, most often). Beside others, a new
+  -- window's field may have the ended window's; a counter's field, nothing but other limiters'
+  -- counters (it was checked when created). Anything else, and a count out of range, are for
+  -- reading first.
   local others, ended_count = false, 0
-  if fresh or redis.call('HLEN', key) ~= 1 then
+  if redis.call('HLEN', key) ~= 1 then
     others, ended_count = other_fields(key, field_window)
     if others == nil or (ended_count > 0 and not fresh) then
       undo(key, fresh)

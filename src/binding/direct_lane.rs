@@ -1,7 +1,7 @@
 //! The direct lane's functions (`src/store/direct.rs`), for `lib/direct.js`: nothing else
 //! should call them.
 
-use napi::bindgen_prelude::{Buffer, BufferSlice, Float64ArraySlice};
+use napi::bindgen_prelude::{Buffer, BufferSlice, Either, Float64ArraySlice};
 use napi::Env;
 use napi_derive::napi;
 
@@ -10,60 +10,57 @@ use super::js_error;
 use super::redis_store::JsRedisStore;
 use crate::store::direct::{self, Read, Taken};
 
-/// What became of a lone Redis call (see `takeDirectCall`).
+/// Where to open a direct lane (see `takeDirectCall`).
 #[napi(object)]
-pub struct DirectCall {
-    /// The lane: to write `request` on, or to open (then `request` is absent).
-    pub lane: String,
-    /// The call's EVALSHA, to write on the lane.
-    pub request: Option<Buffer>,
-    /// How long the call may wait for its reply, in milliseconds.
-    pub timeout_ms: Option<f64>,
-    /// To open the lane: the node's host and port, or its unix socket's path.
+pub struct DirectLaneAddress {
+    /// The lane's number, by which `setDirectLaneReady` names it.
+    pub lane: u32,
+    /// The id of the store it belongs to (see `directLaneStore`).
+    pub store: f64,
+    /// The node's host and port, or its unix socket's path.
     pub host: Option<String>,
     pub port: Option<u32>,
     pub path: Option<String>,
-    /// To open the lane: what to send first (`AUTH`, `SELECT`), and how many replies it gets.
-    pub handshake: Option<Buffer>,
-    pub replies: Option<u32>,
-    pub connect_timeout_ms: Option<f64>,
+    /// What to send first (`AUTH`, `SELECT`), and how many replies it gets.
+    pub handshake: Buffer,
+    pub replies: u32,
+    pub connect_timeout_ms: f64,
 }
 
-/// After a lone call (nothing else of its caller pending) was made: its request, when it goes by
-/// a direct lane, or the lane to open, when it went the usual way for want of one; `null` when
+/// After a lone call (nothing else of its caller pending) was made: its request (the lane's
+/// number and the call's timeout in milliseconds then written into `into`) when it goes by a
+/// direct lane; the lane to open when it went the usual way for want of one; `null` when
 /// neither.
 #[napi(catch_unwind)]
-pub fn take_direct_call() -> Option<DirectCall> {
-    let empty = |lane| DirectCall {
-        lane,
-        request: None,
-        timeout_ms: None,
-        host: None,
-        port: None,
-        path: None,
-        handshake: None,
-        replies: None,
-        connect_timeout_ms: None,
-    };
-    Some(match direct::take()? {
-        Taken::Call {
+pub fn take_direct_call(
+    mut into: Float64ArraySlice,
+) -> napi::Result<Option<Either<Buffer, DirectLaneAddress>>> {
+    Ok(match direct::take() {
+        None => None,
+        Some(Taken::Call {
             lane,
             request,
             timeout_ms,
-        } => DirectCall {
-            request: Some(request.into()),
-            timeout_ms: Some(timeout_ms),
-            ..empty(lane)
-        },
-        Taken::Open(address) => DirectCall {
+        }) => {
+            // SAFETY: a live Float64Array of the caller's, used only during this call.
+            let into = unsafe { into.as_mut() };
+            if into.len() < 2 {
+                return Err(napi::Error::from_reason("`into` must hold 2 numbers"));
+            }
+            into[0] = f64::from(lane);
+            into[1] = timeout_ms;
+            Some(Either::A(request.into()))
+        }
+        Some(Taken::Open(address)) => Some(Either::B(DirectLaneAddress {
+            lane: address.lane,
+            store: address.store as f64,
             host: address.host,
             port: address.port.map(u32::from),
             path: address.path,
-            handshake: Some(address.handshake.into()),
-            replies: Some(address.replies),
-            connect_timeout_ms: Some(address.connect_timeout_ms),
-            ..empty(address.key)
-        },
+            handshake: address.handshake.into(),
+            replies: address.replies,
+            connect_timeout_ms: address.connect_timeout_ms,
+        })),
     })
 }
 
@@ -113,13 +110,13 @@ pub fn read_direct_handshake(env: Env, bytes: BufferSlice, replies: u32) -> napi
     }
 }
 
-/// The lane `lane` is open and logged in (`true`), or closed (`false`).
+/// Lane number `lane` is open and logged in (`true`), or closed (`false`).
 #[napi(catch_unwind)]
-pub fn set_direct_lane_ready(lane: String, ready: bool) {
-    direct::set_ready(&lane, ready);
+pub fn set_direct_lane_ready(lane: u32, ready: bool) {
+    direct::set_ready(lane, ready);
 }
 
-/// The id by which lane keys name `store` (`channel/store/address`).
+/// The id of `store`, as the lanes' addresses name it (`takeDirectCall`).
 #[napi(catch_unwind)]
 pub fn direct_lane_store(store: &JsRedisStore) -> f64 {
     store.inner.id() as f64

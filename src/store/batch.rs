@@ -175,6 +175,10 @@ impl ScriptBatcher {
         &self.store
     }
 
+    pub(super) fn store_arc(&self) -> &Arc<RedisStore> {
+        &self.store
+    }
+
     pub(super) fn script(&self) -> &'static Script {
         self.script
     }

@@ -19,13 +19,14 @@
 //! would on the runtime's connection ([`fail`]).
 
 use std::cell::RefCell;
-use std::collections::HashSet;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 
-use redis::{ConnectionAddr, ConnectionInfo, Value};
+use redis::{ConnectionAddr, Value};
 
 use super::batch::{short_reply, Call, ScriptBatcher};
-use super::link::address_of;
+use super::cluster::Node;
+use super::redis::RedisStore;
 use crate::error::{ErrorCode, Failure, Outcome};
 
 /// The most bytes a reply may take: a script's answer for one call is a few numbers (a sliding
@@ -40,10 +41,12 @@ thread_local! {
 struct Lane {
     /// Off for tests of the runtime's path.
     disabled: bool,
-    /// The lanes JavaScript has open, by key (see [`lane_key`]).
-    ready: HashSet<String>,
+    /// Every lane asked for, by number (as JavaScript names it), and its number by where it
+    /// goes: an answer channel's, to a store's node.
+    lanes: Vec<LaneState>,
+    numbers: HashMap<(u32, u64, Node), u32>,
     /// A lane a lone call could not take because it is not open: for JavaScript to open.
-    wanted: Option<(String, ConnectionInfo, Duration)>,
+    wanted: Option<u32>,
     /// The call [`route`] took, until JavaScript takes it ([`take`]).
     offered: Option<Direct>,
     /// The call on the lane, waiting for its reply.
@@ -52,19 +55,29 @@ struct Lane {
     deferred: Vec<(ScriptBatcher, Call)>,
 }
 
+struct LaneState {
+    /// (Not kept alive by its lanes.)
+    store: Weak<RedisStore>,
+    node: Node,
+    /// JavaScript has it open.
+    ready: bool,
+}
+
 struct Direct {
     batcher: ScriptBatcher,
     call: Call,
-    /// The lane's key.
-    lane: String,
+    /// The lane's number.
+    lane: u32,
     /// The EVALSHA, then the reply's bytes as they arrive.
     bytes: Vec<u8>,
 }
 
 /// Where JavaScript opens a lane: the node, and what to send first (`AUTH`, `SELECT`).
 pub struct LaneAddress {
-    /// The lane's name (see [`lane_key`]).
-    pub key: String,
+    /// The lane's number, by which JavaScript and [`set_ready`] name it.
+    pub lane: u32,
+    /// The store's id ([`RedisStore::id`]).
+    pub store: u64,
     pub host: Option<String>,
     pub port: Option<u16>,
     pub path: Option<String>,
@@ -76,9 +89,9 @@ pub struct LaneAddress {
 
 /// What [`take`] hands JavaScript after a call.
 pub enum Taken {
-    /// The call goes by the lane `lane`: write `request` there; it fails after `timeout_ms`.
+    /// The call goes by lane number `lane`: write `request` there; it fails after `timeout_ms`.
     Call {
-        lane: String,
+        lane: u32,
         request: Vec<u8>,
         timeout_ms: f64,
     },
@@ -116,14 +129,27 @@ pub(super) fn route(batcher: &ScriptBatcher, call: Call, lone: Option<u32>) -> O
         let (Some(channel), false) = (lone, lane.disabled) else {
             return Some(call);
         };
-        let store = batcher.store();
+        let store = batcher.store_arc();
         let key = call.work.0.first().map_or("", String::as_str);
         let Some(node) = store.direct_node(key) else {
             return Some(call);
         };
-        let lane_key = lane_key(channel, store.id(), &node);
-        if !lane.ready.contains(&lane_key) {
-            lane.wanted = Some((lane_key, node, store.config().connect_timeout));
+        let target = (channel, store.id(), node);
+        let number = match lane.numbers.get(&target) {
+            Some(&number) => number,
+            None => {
+                let number = lane.lanes.len() as u32;
+                lane.lanes.push(LaneState {
+                    store: Arc::downgrade(store),
+                    node: target.2.clone(),
+                    ready: false,
+                });
+                lane.numbers.insert(target, number);
+                number
+            }
+        };
+        if !lane.lanes[number as usize].ready {
+            lane.wanted = Some(number);
             return Some(call);
         }
         let command = super::redis::batch_command(
@@ -134,7 +160,7 @@ pub(super) fn route(batcher: &ScriptBatcher, call: Call, lone: Option<u32>) -> O
         lane.offered = Some(Direct {
             batcher: batcher.clone(),
             call,
-            lane: lane_key,
+            lane: number,
             bytes: command.get_packed_command(),
         });
         None
@@ -149,24 +175,16 @@ pub(super) fn release_offer() {
     }
 }
 
-/// A lane's name: the answer channel's id, the store's and the node's address.
-fn lane_key(channel: u32, store: u64, node: &ConnectionInfo) -> String {
-    format!("{channel}/{store}/{}", address_of(node.addr()))
-}
-
 /// Turns the direct lane on or off (it is on by default) for this thread.
 pub fn set_enabled(enabled: bool) {
     LANE.with(|lane| lane.borrow_mut().disabled = !enabled);
 }
 
-/// JavaScript opened the lane `key` (`true`), or it closed (`false`).
-pub fn set_ready(key: &str, ready: bool) {
-    LANE.with(|lane| {
-        let mut lane = lane.borrow_mut();
-        if ready {
-            lane.ready.insert(key.to_owned());
-        } else {
-            lane.ready.remove(key);
+/// JavaScript opened lane number `lane` (`true`), or it closed (`false`).
+pub fn set_ready(lane: u32, ready: bool) {
+    LANE.with(|lanes| {
+        if let Some(state) = lanes.borrow_mut().lanes.get_mut(lane as usize) {
+            state.ready = ready;
         }
     });
 }
@@ -176,15 +194,17 @@ pub fn set_ready(key: &str, ready: bool) {
 pub fn take() -> Option<Taken> {
     LANE.with(|lane| {
         let mut lane = lane.borrow_mut();
-        if let Some((key, node, connect_timeout)) = lane.wanted.take() {
-            return address(key, &node, connect_timeout).map(Taken::Open);
+        if let Some(number) = lane.wanted.take() {
+            let state = &lane.lanes[number as usize];
+            let store = state.store.upgrade()?;
+            return address(number, &store, &state.node).map(Taken::Open);
         }
         let mut direct = lane.offered.take()?;
         let request = std::mem::take(&mut direct.bytes);
         let store = direct.batcher.store();
         store.count_batch(1);
         let taken = Taken::Call {
-            lane: direct.lane.clone(),
+            lane: direct.lane,
             request,
             timeout_ms: store.config().command_timeout().as_secs_f64() * 1000.0,
         };
@@ -193,13 +213,14 @@ pub fn take() -> Option<Taken> {
     })
 }
 
-fn address(key: String, node: &ConnectionInfo, connect_timeout: Duration) -> Option<LaneAddress> {
-    let (host, port, path) = match node.addr() {
+fn address(lane: u32, store: &RedisStore, node: &Node) -> Option<LaneAddress> {
+    let info = store.node_info(node)?;
+    let (host, port, path) = match info.addr() {
         ConnectionAddr::Tcp(host, port) => (Some(host.clone()), Some(*port), None),
         ConnectionAddr::Unix(path) => (None, None, Some(path.display().to_string())),
         _ => return None,
     };
-    let settings = node.redis_settings();
+    let settings = info.redis_settings();
     let mut handshake = Vec::new();
     let mut replies = 0;
     if let Some(password) = settings.password() {
@@ -216,13 +237,14 @@ fn address(key: String, node: &ConnectionInfo, connect_timeout: Duration) -> Opt
         replies += 1;
     }
     Some(LaneAddress {
-        key,
+        lane,
+        store: store.id(),
         host,
         port,
         path,
         handshake,
         replies,
-        connect_timeout_ms: connect_timeout.as_secs_f64() * 1000.0,
+        connect_timeout_ms: store.config().connect_timeout.as_secs_f64() * 1000.0,
     })
 }
 
@@ -266,10 +288,10 @@ pub fn read(bytes: &[u8]) -> Read {
 /// deals with it.
 fn answer_of(direct: &Direct) -> Option<Outcome<super::batch::Answer>> {
     let key = direct.call.work.0.first().map_or("", String::as_str);
-    let reply = match redis::parse_redis_value(&direct.bytes) {
-        Ok(Value::ServerError(_)) => return None,
-        Ok(reply) => reply,
-        Err(error) => return Some(Err(confused().with_cause("ParseError", error.to_string()))),
+    let reply = match parse(&direct.bytes, &mut 0) {
+        Ok(Some(reply)) => reply,
+        Ok(None) => return None,
+        Err(()) => return Some(Err(confused())),
     };
     let answers = direct.batcher.store().batch_answers(reply, 1, key);
     match answers.and_then(|mut answers| answers.pop().unwrap_or_else(|| Err(short_reply()))) {
@@ -335,6 +357,49 @@ fn confused() -> Failure {
     Failure::error(ErrorCode::StoreError, "Redis's reply could not be read")
 }
 
+/// The RESP value at `*at` (a complete one: see [`frame_end`]), `at` moved past it; `None` for
+/// an error reply. (Simpler than redis-rs's parser, which a lone call's few numbers do not need.)
+fn parse(bytes: &[u8], at: &mut usize) -> Result<Option<Value>, ()> {
+    let kind = *bytes.get(*at).ok_or(())?;
+    let line_end = bytes[*at..]
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .ok_or(())?
+        + *at;
+    let line = std::str::from_utf8(&bytes[*at + 1..line_end]).map_err(|_| ())?;
+    *at = line_end + 2;
+    let number = || line.parse::<i64>().map_err(|_| ());
+    Ok(Some(match kind {
+        b'-' => return Ok(None),
+        b'+' if line == "OK" => Value::Okay,
+        b'+' => Value::SimpleString(line.to_owned()),
+        b':' => Value::Int(number()?),
+        b'$' => match number()? {
+            -1 => Value::Nil,
+            length => {
+                let start = *at;
+                let end = start + usize::try_from(length).map_err(|_| ())?;
+                let value = bytes.get(start..end).ok_or(())?.to_vec();
+                *at = end + 2;
+                Value::BulkString(value)
+            }
+        },
+        b'*' => match number()? {
+            -1 => Value::Nil,
+            count => {
+                let mut items = Vec::with_capacity(usize::try_from(count).map_err(|_| ())?);
+                for _ in 0..count {
+                    // An error inside an array: not from our scripts (their calls' errors are
+                    // strings).
+                    items.push(parse(bytes, at)?.ok_or(())?);
+                }
+                Value::Array(items)
+            }
+        },
+        _ => return Err(()),
+    }))
+}
+
 /// Where the RESP value that starts at `at` ends: `Ok(None)` when `bytes` hold only part of it,
 /// `Err` when they are not RESP.
 fn frame_end(bytes: &[u8], at: usize) -> Result<Option<usize>, ()> {
@@ -388,7 +453,29 @@ fn frame_end(bytes: &[u8], at: usize) -> Result<Option<usize>, ()> {
 
 #[cfg(test)]
 mod tests {
-    use super::frame_end;
+    use super::{frame_end, parse};
+    use redis::Value;
+
+    #[test]
+    fn a_reply_reads_as_redis_rs_reads_it() {
+        let reply = b"*5\r\n:12\r\n$5\r\nhello\r\n*2\r\n$-1\r\n:-3\r\n+OK\r\n$0\r\n\r\n";
+        let mut at = 0;
+        let ours = parse(reply, &mut at).unwrap().unwrap();
+        assert_eq!(at, reply.len());
+        assert_eq!(ours, redis::parse_redis_value(reply).unwrap());
+        assert_eq!(
+            ours,
+            Value::Array(vec![
+                Value::Int(12),
+                Value::BulkString(b"hello".to_vec()),
+                Value::Array(vec![Value::Nil, Value::Int(-3)]),
+                Value::Okay,
+                Value::BulkString(Vec::new()),
+            ])
+        );
+        assert_eq!(parse(b"-NOSCRIPT No matching script\r\n", &mut 0), Ok(None));
+        assert_eq!(parse(b"*1\r\n-ERR x\r\n", &mut 0), Err(()));
+    }
 
     #[test]
     fn a_reply_is_complete_only_with_all_its_bytes() {

@@ -17,7 +17,7 @@ use redis::{
 };
 
 use super::batch::Answer;
-use super::cluster::Cluster;
+use super::cluster::{Cluster, Node};
 use super::link::{NodeLink, RedisCounters};
 use super::redis_config::RedisConfig;
 use super::sentinel::Sentinel;
@@ -87,6 +87,10 @@ impl redis::io::AsyncDNSResolver for ServerNameResolver {
 /// A shared, lazily opened connection to Redis.
 pub struct RedisStore {
     id: u64,
+    /// Its nodes are reached without TLS.
+    plain: bool,
+    /// A single node's address (see [`Self::direct_node`]).
+    single_node: Node,
     config: RedisConfig,
     target: Target,
     closed: AtomicBool,
@@ -135,6 +139,11 @@ impl RedisStore {
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Self {
             id: IDS.fetch_add(1, Ordering::Relaxed),
+            plain: matches!(
+                config.nodes[0].addr(),
+                ConnectionAddr::Tcp(..) | ConnectionAddr::Unix(_)
+            ),
+            single_node: Node::from(super::link::address_of(config.nodes[0].addr())),
             config,
             target,
             closed: AtomicBool::new(false),
@@ -275,18 +284,23 @@ impl RedisStore {
     /// serves it, when its connection is open (a node never reached, or down, is left to the
     /// runtime, which opens it, loads the scripts and reports outages). `None` with TLS (the
     /// lane speaks plain TCP and unix sockets) and once closed.
-    pub fn direct_node(&self, key: &str) -> Option<ConnectionInfo> {
-        if self.is_closed() {
+    pub fn direct_node(&self, key: &str) -> Option<Node> {
+        if !self.plain || self.is_closed() {
             return None;
         }
-        let info = match &self.target {
-            Target::Single(link) => link.is_open().then(|| link.info().clone()),
+        match &self.target {
+            Target::Single(link) => link.is_open().then(|| self.single_node.clone()),
             Target::Cluster(cluster) => cluster.open_owner_of(key),
             Target::Sentinel(sentinel) => sentinel.open_primary(),
-        }?;
-        match info.addr() {
-            ConnectionAddr::Tcp(..) | ConnectionAddr::Unix(_) => Some(info),
-            _ => None,
+        }
+    }
+
+    /// Where `node` (from [`Self::direct_node`]) is and how to log in to it.
+    pub fn node_info(&self, node: &Node) -> Option<ConnectionInfo> {
+        match &self.target {
+            Target::Single(link) => Some(link.info().clone()),
+            Target::Cluster(cluster) => cluster.info_of(node),
+            Target::Sentinel(sentinel) => sentinel.info_of(node),
         }
     }
 

@@ -164,9 +164,18 @@ impl Sentinel {
 
     /// The primary known, when its connection is open (see
     /// [`super::redis::RedisStore::direct_node`]).
-    pub fn open_primary(&self) -> Option<ConnectionInfo> {
+    pub fn open_primary(&self) -> Option<Node> {
         let primary = self.shared.current()?;
-        primary.link.is_open().then(|| primary.link.info().clone())
+        primary.link.is_open().then_some(primary.node)
+    }
+
+    /// Where `node` is and how to log in to it, while it is the primary known.
+    pub fn info_of(&self, node: &Node) -> Option<ConnectionInfo> {
+        let primary = self
+            .shared
+            .current()
+            .filter(|primary| &primary.node == node)?;
+        Some(primary.link.info().clone())
     }
 
     /// Stops following the sentinels and drops the connections.
