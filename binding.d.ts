@@ -156,6 +156,12 @@ export type JsLeakyBucket = LeakyBucketEngine
  * after an outage; calls made while Redis is unreachable reject with `ERR_STORE_UNAVAILABLE`
  * within `commandTimeoutMs` of leaving.
  *
+ * A lone call (nothing else of the process waiting for Redis: one request at a time, a cron
+ * job) goes by a second connection per node, the direct lane, written and read by the
+ * JavaScript thread itself, which saves it two hand-offs between threads. It opens after the
+ * first lone call, logs in as the store's connection does (plain TCP and unix sockets; with TLS
+ * every call goes the shared way), and never keeps the process alive.
+ *
  * ```js
  * const store = await RedisStore.connect('redis://127.0.0.1:6379')
  * const limiter = new RedisRateLimiter({ client: store, namespace: 'login:', interval: 60_000, maxInInterval: 5 })
@@ -703,9 +709,11 @@ export interface RollingWindowOptions {
 
 /**
  * Sends the Redis calls made since the last time (src/store/batch.rs): `lib/engine.js` runs this
- * once per turn of the event loop in which a call was made; nothing else should.
+ * once per turn of the event loop in which a call was made; nothing else should. When the only
+ * call held is a lone call of the answer channel `channel`, it is offered to the direct lane
+ * instead, and its ticket is returned (`lib/direct.js` then takes it); -1 otherwise.
  */
-export declare function sendHeldCalls(): void
+export declare function sendHeldCalls(channel?: number | undefined | null): number
 
 /**
  * One sentinel's address, as ioredis names it.

@@ -10,7 +10,9 @@
 // - the fixed window's own script (lua/prelude.lua + lua/fixed_window.lua, loaded with SCRIPT
 //   LOAD) sent by ioredis as EVALSHA, with the arguments ratekeeper sends for a lone consume:
 //   the same work for Redis, on a client that lives on the JavaScript thread;
-// - ratekeeper's FixedWindow.consume on Redis;
+// - ratekeeper's FixedWindow.consume on Redis, by its direct lane (the default: a lone call is
+//   written and read by the JavaScript thread, src/store/direct.rs) and the usual way (lanes off:
+//   through the store's thread);
 // - rate-limiter-flexible's RateLimiterRedis.consume over ioredis (its defaults).
 //
 // Over 10,000 ids; per round and path, the p50 and p99 latency and the calls per second, then the
@@ -26,6 +28,7 @@ const IORedis = require('ioredis')
 const { RateLimiterRedis } = require('rate-limiter-flexible')
 
 const ratekeeper = require('..')
+const native = require('../lib/native.js')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
 
 const args = Object.fromEntries(process.argv.slice(2).map((v, i, a) => (i % 2 ? null : [v.replace(/^--/, ''), Number(a[i + 1])])).filter(Boolean))
@@ -114,11 +117,23 @@ async function main() {
     'thread hand-off (there and back)': thread.call,
     'ioredis PING': () => ioredis.ping(),
     'ioredis EVALSHA (the fixed window script)': (i) => ioredis.evalsha(sha, 1, `io:u${i % IDS}`, ...scriptArgs),
-    'ratekeeper FixedWindow.consume': (i) => fixed.consume(`u${i % IDS}`),
+    'ratekeeper FixedWindow.consume (direct lane)': (i) => {
+      native.setDirectLanes(true)
+      return fixed.consume(`u${i % IDS}`)
+    },
+    'ratekeeper FixedWindow.consume (the usual way: lanes off)': (i) => {
+      native.setDirectLanes(false)
+      return fixed.consume(`u${i % IDS}`)
+    },
     'rate-limiter-flexible consume': (i) => flexible.consume(`u${i % IDS}`).catch(() => {}),
   }
   // Redis's time per EVALSHA where the path sends one.
-  const sendsScript = new Set(['ioredis EVALSHA (the fixed window script)', 'ratekeeper FixedWindow.consume', 'rate-limiter-flexible consume'])
+  const sendsScript = new Set([
+    'ioredis EVALSHA (the fixed window script)',
+    'ratekeeper FixedWindow.consume (direct lane)',
+    'ratekeeper FixedWindow.consume (the usual way: lanes off)',
+    'rate-limiter-flexible consume',
+  ])
   const rounds = await interleaved(ioredis, Object.keys(paths), async (name) => {
     const result = await time(paths[name])
     if (sendsScript.has(name)) result.redis = (await commandMicros(ioredis)).evalsha

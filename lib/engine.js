@@ -104,7 +104,16 @@ let sendScheduled = false
 
 function sendHeldCalls() {
   sendScheduled = false
-  binding.sendHeldCalls()
+  flushCalls()
+}
+
+/**
+ * Sends the calls held; the only one, when it is a lone call, is offered to its direct lane
+ * (lib/direct.js) instead.
+ */
+function flushCalls() {
+  const lone = binding.sendHeldCalls(channel)
+  if (lone !== -1) lanes.send(lone)
 }
 
 /**
@@ -128,7 +137,7 @@ const lanes = directLanes({
   settle: settleDirect,
   // The calls made while a lane's call was under way were held for it: they leave now.
   afterCall: () => {
-    if (waiting > 0) binding.sendHeldCalls()
+    if (waiting > 0) flushCalls()
   },
 })
 
@@ -166,16 +175,14 @@ function run(engine, mode, id, options, decode) {
     freeSlots.push(slot)
     return Promise.resolve(decode(out, 0))
   }
-  const lone = waiting === 0
   waiting++
-  const promise = new Promise((resolve, reject) => {
+  sendSoon()
+  return new Promise((resolve, reject) => {
     slotTickets[slot] = ticket
     resolvers[slot] = resolve
     rejecters[slot] = reject
     decoders[slot] = decode
   })
-  if (!(lone && lanes.send(ticket))) sendSoon()
-  return promise
 }
 
 // The fast path's options (see `fastOptions`): NaN when not given.

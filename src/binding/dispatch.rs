@@ -26,6 +26,7 @@ use napi::{sys, Env, JsValue};
 
 use super::js_error;
 use crate::error::{ErrorCode, Failure, Outcome};
+use crate::store::batch::Lone;
 
 /// Numbers per answer: what an algorithm reports (its flags, waits, counts).
 pub const VALUES: usize = 5;
@@ -198,9 +199,13 @@ fn settled(env: &Env, shared: &Shared, count: usize) {
 
 impl Reply {
     /// When nothing else of its answer channel was pending as the call began (a lone caller's
-    /// call, which may take the direct lane, `src/store/direct.rs`): the channel's id.
-    pub fn lone(&self) -> Option<u32> {
-        self.lone.then_some(self.ticket.channel)
+    /// call, which may take the direct lane, `src/store/direct.rs`): the channel's id and the
+    /// call's ticket.
+    pub fn lone(&self) -> Option<Lone> {
+        self.lone.then(|| Lone {
+            channel: self.ticket.channel,
+            ticket: self.ticket.number(),
+        })
     }
 
     pub fn send(mut self, outcome: Outcome<Values>) {

@@ -131,10 +131,12 @@ pub fn set_answer_handler(
 }
 
 /// Sends the Redis calls made since the last time (src/store/batch.rs): `lib/engine.js` runs this
-/// once per turn of the event loop in which a call was made; nothing else should.
+/// once per turn of the event loop in which a call was made; nothing else should. When the only
+/// call held is a lone call of the answer channel `channel`, it is offered to the direct lane
+/// instead, and its ticket is returned (`lib/direct.js` then takes it); -1 otherwise.
 #[napi_derive::napi(catch_unwind)]
-pub fn send_held_calls() {
-    crate::store::batch::send_held_calls();
+pub fn send_held_calls(channel: Option<u32>) -> f64 {
+    crate::store::batch::send_held_calls(channel).unwrap_or(-1.0)
 }
 
 /// A promise already rejected with `failure`.

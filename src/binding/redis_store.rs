@@ -135,6 +135,12 @@ pub struct RedisTlsOptions {
 /// after an outage; calls made while Redis is unreachable reject with `ERR_STORE_UNAVAILABLE`
 /// within `commandTimeoutMs` of leaving.
 ///
+/// A lone call (nothing else of the process waiting for Redis: one request at a time, a cron
+/// job) goes by a second connection per node, the direct lane, written and read by the
+/// JavaScript thread itself, which saves it two hand-offs between threads. It opens after the
+/// first lone call, logs in as the store's connection does (plain TCP and unix sockets; with TLS
+/// every call goes the shared way), and never keeps the process alive.
+///
 /// ```js
 /// const store = await RedisStore.connect('redis://127.0.0.1:6379')
 /// const limiter = new RedisRateLimiter({ client: store, namespace: 'login:', interval: 60_000, maxInInterval: 5 })

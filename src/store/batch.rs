@@ -100,24 +100,66 @@ impl CallQueue {
 }
 
 thread_local! {
-    /// The queues of this thread (the JS thread) holding calls, for [`send_held_calls`].
-    static HOLDING: RefCell<Vec<Arc<CallQueue>>> = const { RefCell::new(Vec::new()) };
+    /// The batchers of this thread (the JS thread) holding calls, for [`send_held_calls`].
+    static HOLDING: RefCell<Vec<ScriptBatcher>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Sends every call held on this thread to its batcher (see [`ScriptBatcher`]).
-pub fn send_held_calls() {
+/// Sends every call held on this thread to its batcher (see [`ScriptBatcher`]). When the only
+/// call held is a lone call of the answer channel `channel`, it is offered to the direct lane
+/// instead ([`super::direct::offer`]): the answer is then its ticket, for JavaScript to take it.
+/// (Decided here, once the turn is over: the calls of a turn that made several leave together,
+/// in order, the usual way.)
+pub fn send_held_calls(channel: Option<u32>) -> Option<f64> {
     super::direct::release_offer();
-    let queues = HOLDING.with(|holding| std::mem::take(&mut *holding.borrow_mut()));
-    for queue in queues {
-        queue.held.lock().unwrap_or_else(|p| p.into_inner()).listed = false;
-        queue.send_held();
+    let batchers = HOLDING.with(|holding| std::mem::take(&mut *holding.borrow_mut()));
+    let mut offered = None;
+    if let ([batcher], Some(channel)) = (batchers.as_slice(), channel) {
+        if let Some(queue) = &batcher.queue {
+            let mut held = queue.held.lock().unwrap_or_else(|p| p.into_inner());
+            let lone = match held.calls.as_slice() {
+                [call] => call.lone.filter(|lone| lone.channel == channel),
+                _ => None,
+            };
+            if let (Some(lone), Some(call)) = (lone, lone.and_then(|_| held.calls.pop())) {
+                drop(held);
+                match super::direct::offer(batcher, call) {
+                    Ok(()) => offered = Some(lone.ticket),
+                    Err(call) => {
+                        // The lane it wants is not open: the usual way (JavaScript opens it).
+                        offered = Some(lone.ticket);
+                        queue
+                            .held
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .calls
+                            .push(call);
+                    }
+                }
+            }
+        }
     }
+    for batcher in batchers {
+        if let Some(queue) = &batcher.queue {
+            queue.held.lock().unwrap_or_else(|p| p.into_inner()).listed = false;
+            queue.send_held();
+        }
+    }
+    offered
 }
 
 pub(super) struct Call {
     /// The call's keys and arguments.
     pub(super) work: (Vec<String>, Vec<String>),
     pub(super) answered: Answered,
+    pub(super) lone: Option<Lone>,
+}
+
+/// A lone call (nothing else of its caller pending as it began): its answer channel and ticket
+/// (see `src/binding/dispatch.rs`).
+#[derive(Debug, Clone, Copy)]
+pub struct Lone {
+    pub channel: u32,
+    pub ticket: f64,
 }
 
 impl ScriptBatcher {
@@ -153,20 +195,22 @@ impl ScriptBatcher {
 
     /// Runs the script for one call; `answered` gets its answer, or the failure, within
     /// `commandTimeoutMs` of the call leaving this thread. Called on the JS thread, which must then
-    /// run [`send_held_calls`]. A lone call (nothing else of its caller pending: `lone` names
-    /// the caller's answer channel) may go by the direct lane instead (see [`super::direct`]).
+    /// run [`send_held_calls`]. A `lone` call (nothing else of its caller pending) that is still
+    /// the only one held when the turn ends may go by the direct lane instead (see
+    /// [`super::direct`]).
     pub fn submit(
         &self,
         keys: Vec<String>,
         args: Vec<String>,
         answered: Answered,
-        lone: Option<u32>,
+        lone: Option<Lone>,
     ) {
         let call = Call {
             work: (keys, args),
             answered,
+            lone,
         };
-        if let Some(call) = super::direct::route(self, call, lone) {
+        if let Some(call) = super::direct::route(self, call) {
             self.hold(call);
         }
     }
@@ -205,7 +249,7 @@ impl ScriptBatcher {
         let mut held = queue.held.lock().unwrap_or_else(|p| p.into_inner());
         if !held.listed {
             held.listed = true;
-            HOLDING.with(|holding| holding.borrow_mut().push(queue.clone()));
+            HOLDING.with(|holding| holding.borrow_mut().push(self.clone()));
         }
         held.calls.push(call);
         if held.calls.len() >= SEND_EARLY_AT {

@@ -5,8 +5,9 @@
 //! channel. Under load, those hand-offs carry hundreds of calls each. A lone caller (one request
 //! at a time, a cron job, a CLI) pays both for one call: on an idle machine each wake-up of a
 //! sleeping thread costs 20-30 µs, more than Redis spends on the script (benchmark/RESULTS.md,
-//! item 27). So a call that finds nothing else of its caller pending ([`route`]'s `lone`) is
-//! packed here, on the JS thread, into its EVALSHA, which `lib/direct.js` writes on a socket of
+//! item 27). So a call that found nothing else of its caller pending, and is still the only one
+//! held when its turn of the event loop ends ([`offer`]), is packed here, on the JS thread, into
+//! its EVALSHA, which `lib/direct.js` writes on a socket of
 //! its own to the node that serves the key and whose reply it hands back ([`read`]): the JS
 //! thread wakes once per call, as with a JavaScript client.
 //!
@@ -114,27 +115,35 @@ pub enum Read {
     Confused,
 }
 
-/// Takes `call` for the direct lane when it may go there (see the module's doc); otherwise
-/// gives it back to go the usual way. A call made while the lane carries one waits for it.
-/// `lone` names the answer channel of a lone call: lanes are that channel's (each copy of
-/// `lib/engine.js` has its own).
-pub(super) fn route(batcher: &ScriptBatcher, call: Call, lone: Option<u32>) -> Option<Call> {
-    release_offer();
+/// Gives `call` back to be held the usual way, unless the lane carries a call: then it waits
+/// for that call's answer (calls leave in the order they were made).
+pub(super) fn route(batcher: &ScriptBatcher, call: Call) -> Option<Call> {
     LANE.with(|lane| {
         let mut lane = lane.borrow_mut();
         if lane.in_flight.is_some() {
             lane.deferred.push((batcher.clone(), call));
             return None;
         }
-        let (Some(channel), false) = (lone, lane.disabled) else {
-            return Some(call);
+        Some(call)
+    })
+}
+
+/// Offers a lone call (the only one held when its turn ended: see
+/// [`super::batch::send_held_calls`]) to the direct lane, for JavaScript to [`take`]; gives it
+/// back when it cannot go there (the lane is off, the node has no open connection or TLS, or its
+/// lane is not open yet: JavaScript is then asked to open it).
+pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Result<(), Call> {
+    LANE.with(|lane| {
+        let mut lane = lane.borrow_mut();
+        let (Some(lone), false, None) = (call.lone, lane.disabled, &lane.in_flight) else {
+            return Err(call);
         };
         let store = batcher.store_arc();
         let key = call.work.0.first().map_or("", String::as_str);
         let Some(node) = store.direct_node(key) else {
-            return Some(call);
+            return Err(call);
         };
-        let target = (channel, store.id(), node);
+        let target = (lone.channel, store.id(), node);
         let number = match lane.numbers.get(&target) {
             Some(&number) => number,
             None => {
@@ -150,7 +159,7 @@ pub(super) fn route(batcher: &ScriptBatcher, call: Call, lone: Option<u32>) -> O
         };
         if !lane.lanes[number as usize].ready {
             lane.wanted = Some(number);
-            return Some(call);
+            return Err(call);
         }
         let command = super::redis::batch_command(
             batcher.script(),
@@ -163,7 +172,7 @@ pub(super) fn route(batcher: &ScriptBatcher, call: Call, lone: Option<u32>) -> O
             lane: number,
             bytes: command.get_packed_command(),
         });
-        None
+        Ok(())
     })
 }
 
