@@ -157,10 +157,11 @@ export type JsLeakyBucket = LeakyBucketEngine
  * within `commandTimeoutMs` of leaving.
  *
  * A lone call (nothing else of the process waiting for Redis: one request at a time, a cron
- * job) goes by a second connection per node, the direct lane, written and read by the
- * JavaScript thread itself, which saves it two hand-offs between threads. It opens after the
- * first lone call, logs in as the store's connection does (plain TCP and unix sockets; with TLS
- * every call goes the shared way), and never keeps the process alive.
+ * job) goes by a second connection, the direct lane, written and read by the JavaScript thread
+ * itself, which saves it two hand-offs between threads. It opens after the first lone call,
+ * logs in as the store's connection does, and never keeps the process alive. A single node and
+ * the primary found through Sentinel have one, over plain TCP or a unix socket; with TLS, and on
+ * a Cluster, every call takes the shared connections.
  *
  * ```js
  * const store = await RedisStore.connect('redis://127.0.0.1:6379')

@@ -103,6 +103,20 @@ describe('the direct lane', () => {
     await store.close()
   })
 
+  it('leaves a turn that makes several calls to the usual way: one script call for all of them', async () => {
+    const store = new RedisStore(server.url)
+    const limiter = new FixedWindow({ client: store, namespace: 'turns:', limits: [{ duration: 60_000, limit: 1000 }] })
+    // Lone calls: the lane opens and takes them.
+    for (let i = 0; i < 3; i++) await limiter.consume('warm', { now: T0 })
+    for (let round = 0; round < 3; round++) {
+      const before = store.stats()
+      await Promise.all(Array.from({ length: 20 }, (_, i) => limiter.consume(`id${i}`, { now: T0 })))
+      const after = store.stats()
+      assert.deepEqual([after.calls - before.calls, after.batches - before.batches], [20, 1], `round ${round}`)
+    }
+    await store.close()
+  })
+
   it('passes a call on when Redis lost the script (SCRIPT FLUSH): it loads it and answers', async () => {
     const store = new RedisStore(server.url)
     const limiter = new FixedWindow({ client: store, namespace: 'flush:', limits: [{ duration: 60_000, limit: 3 }] })

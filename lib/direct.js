@@ -2,8 +2,9 @@
 
 /**
  * The direct lanes (src/store/direct.rs): a lone Redis call (nothing else of this process's
- * calls pending) is written by this thread on a socket of its own to the node that serves its
- * key, and its reply read here, instead of going through the store's thread and back: one
+ * calls pending, the only call of its turn of the event loop) is written by this thread on a
+ * socket of its own to the node (a single node, or the primary found through Sentinel), and its
+ * reply read here, instead of going through the store's thread and back: one
  * wake-up of this thread per call, as with a JavaScript client, where the usual way costs a lone
  * caller two hand-offs between threads (benchmark/RESULTS.md, item 28).
  *
@@ -24,11 +25,11 @@ const REOPEN_AFTER_MS = 1000
 const everyLanes = new Set()
 
 /**
- * The lanes of `lib/engine.js`: `send(ticket)` after a lone call was made (true when the call went
- * by a lane), `closeStore(storeId)` when a store closes. `settle(ticket, error)` settles a call
- * that went by a lane: `error` undefined when answered (its values are in `out`); it is not called
- * for a call passed on to the usual way (the answer channel answers it). `afterCall()` runs once a
- * lane's call is over (the calls made meanwhile were held for it).
+ * The lanes of `lib/engine.js`: `send(ticket)` once the native side offered a lone call (true when
+ * the call went by a lane). `settle(ticket, error)` settles a call that went by a lane: `error`
+ * undefined when answered (its values are in `out`); it is not called for a call passed on to the
+ * usual way (the answer channel answers it). `afterCall()` runs once a lane's call is over (the
+ * calls made meanwhile were held for it).
  */
 function directLanes({ out, settle, afterCall }) {
   /** Lanes by number (the native side numbers them), open, opening or waiting to reopen. */
@@ -46,7 +47,7 @@ function directLanes({ out, settle, afterCall }) {
       /** The ticket of the call on the lane, or -1. */
       this.ticket = -1
       this.timeoutMs = 0
-      this.handshake = { pending: address.replies, bytes: Buffer.alloc(0) }
+      this.handshake = { replies: address.replies, bytes: Buffer.alloc(0) }
       const socket = address.path !== null && address.path !== undefined ? net.connect(address.path) : net.connect(address.port, address.host)
       this.socket = socket
       socket.unref()
@@ -103,7 +104,7 @@ function directLanes({ out, settle, afterCall }) {
       const handshake = this.handshake
       handshake.bytes = Buffer.concat([handshake.bytes, bytes])
       try {
-        const length = binding.readDirectHandshake(handshake.bytes, handshake.pending)
+        const length = binding.readDirectHandshake(handshake.bytes, handshake.replies)
         if (length === handshake.bytes.length) this.open()
         else if (length !== -1) this.close('Redis sent more than the login replies')
       } catch (error) {

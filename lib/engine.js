@@ -39,8 +39,6 @@ const freeSlots = []
 const SLOT_BITS = 24
 const MAX_SLOTS = 2 ** SLOT_BITS
 const out = new Float64Array(VALUES)
-/** How many calls wait for Redis (slots taken). */
-let waiting = 0
 
 /** The slot of the call waiting under `ticket`; -1 when none waits under it. */
 function slotOf(ticket) {
@@ -50,7 +48,6 @@ function slotOf(ticket) {
 
 /** Frees `slot`, whose call is being settled, and lets go of what it held. */
 function freeSlot(slot) {
-  waiting--
   slotTickets[slot] = 0
   resolvers[slot] = rejecters[slot] = decoders[slot] = undefined
   freeSlots.push(slot)
@@ -131,14 +128,12 @@ function settleDirect(ticket, error) {
   else reject(error)
 }
 
-/** A lone call (nothing else waiting for Redis) goes by a direct lane where one is open. */
+/** A lone call (nothing else waiting for Redis, the only call of its turn) goes by a direct lane where one is open. */
 const lanes = directLanes({
   out,
   settle: settleDirect,
   // The calls made while a lane's call was under way were held for it: they leave now.
-  afterCall: () => {
-    if (waiting > 0) flushCalls()
-  },
+  afterCall: flushCalls,
 })
 
 /**
@@ -175,7 +170,6 @@ function run(engine, mode, id, options, decode) {
     freeSlots.push(slot)
     return Promise.resolve(decode(out, 0))
   }
-  waiting++
   sendSoon()
   return new Promise((resolve, reject) => {
     slotTickets[slot] = ticket

@@ -9,6 +9,7 @@ use std::time::Instant;
 use redis::{Script, Value};
 use tokio::sync::mpsc;
 
+use super::direct::Offer;
 use super::redis::RedisStore;
 use crate::error::{ErrorCode, Failure, Outcome};
 
@@ -112,32 +113,10 @@ thread_local! {
 pub fn send_held_calls(channel: Option<u32>) -> Option<f64> {
     super::direct::release_offer();
     let batchers = HOLDING.with(|holding| std::mem::take(&mut *holding.borrow_mut()));
-    let mut offered = None;
-    if let ([batcher], Some(channel)) = (batchers.as_slice(), channel) {
-        if let Some(queue) = &batcher.queue {
-            let mut held = queue.held.lock().unwrap_or_else(|p| p.into_inner());
-            let lone = match held.calls.as_slice() {
-                [call] => call.lone.filter(|lone| lone.channel == channel),
-                _ => None,
-            };
-            if let (Some(lone), Some(call)) = (lone, lone.and_then(|_| held.calls.pop())) {
-                drop(held);
-                match super::direct::offer(batcher, call) {
-                    Ok(()) => offered = Some(lone.ticket),
-                    Err(call) => {
-                        // The lane it wants is not open: the usual way (JavaScript opens it).
-                        offered = Some(lone.ticket);
-                        queue
-                            .held
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .calls
-                            .push(call);
-                    }
-                }
-            }
-        }
-    }
+    let offered = match (batchers.as_slice(), channel) {
+        ([batcher], Some(channel)) => offer_lone(batcher, channel),
+        _ => None,
+    };
     for batcher in batchers {
         if let Some(queue) = &batcher.queue {
             queue.held.lock().unwrap_or_else(|p| p.into_inner()).listed = false;
@@ -145,6 +124,26 @@ pub fn send_held_calls(channel: Option<u32>) -> Option<f64> {
         }
     }
     offered
+}
+
+/// Offers the call `batcher` holds to the direct lane when it is the only one and a lone call of
+/// `channel`: its ticket when JavaScript has something to take (the call, or a lane to open; the
+/// call then stays held).
+fn offer_lone(batcher: &ScriptBatcher, channel: u32) -> Option<f64> {
+    let queue = batcher.queue.as_ref()?;
+    let mut held = queue.held.lock().unwrap_or_else(|p| p.into_inner());
+    let lone = match held.calls.as_slice() {
+        [call] => call.lone.filter(|lone| lone.channel == channel)?,
+        _ => return None,
+    };
+    let call = held.calls.pop()?;
+    let (call, for_javascript) = match super::direct::offer(batcher, call) {
+        Offer::Taken => return Some(lone.ticket),
+        Offer::Wanted(call) => (call, true),
+        Offer::Declined(call) => (call, false),
+    };
+    held.calls.push(call);
+    for_javascript.then_some(lone.ticket)
 }
 
 pub(super) struct Call {
@@ -215,11 +214,7 @@ impl ScriptBatcher {
         }
     }
 
-    pub(super) fn store(&self) -> &RedisStore {
-        &self.store
-    }
-
-    pub(super) fn store_arc(&self) -> &Arc<RedisStore> {
+    pub(super) fn store(&self) -> &Arc<RedisStore> {
         &self.store
     }
 

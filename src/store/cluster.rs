@@ -178,18 +178,6 @@ impl Cluster {
         self.shared.owner(key_slot(key.as_bytes()))
     }
 
-    /// The node that serves `key`'s slot when its connection is open (see
-    /// [`super::redis::RedisStore::direct_node`]).
-    pub fn open_owner_of(&self, key: &str) -> Option<Node> {
-        self.owner_of(key).filter(|node| self.shared.is_open(node))
-    }
-
-    /// Where `node` is and how to log in to it, when it is a node of the cluster's.
-    pub fn info_of(&self, node: &Node) -> Option<ConnectionInfo> {
-        let nodes = self.shared.nodes.lock().unwrap_or_else(|p| p.into_inner());
-        nodes.get(node).map(|link| link.info().clone())
-    }
-
     /// Closes every connection.
     pub fn close(&self) {
         self.shared

@@ -7,14 +7,14 @@
 //! sleeping thread costs 20-30 µs, more than Redis spends on the script (benchmark/RESULTS.md,
 //! item 27). So a call that found nothing else of its caller pending, and is still the only one
 //! held when its turn of the event loop ends ([`offer`]), is packed here, on the JS thread, into
-//! its EVALSHA, which `lib/direct.js` writes on a socket of
-//! its own to the node that serves the key and whose reply it hands back ([`read`]): the JS
+//! its EVALSHA, which `lib/direct.js` writes on a socket of its own to the node (a single node,
+//! or the primary found through Sentinel) and whose reply it hands back ([`read`]): the JS
 //! thread wakes once per call, as with a JavaScript client.
 //!
 //! The lane carries one call at a time; calls made meanwhile wait for its answer and then go
 //! the usual way ([`route`]), so that calls leave in the order they were made. Anything unusual
-//! goes the usual way too: a node whose connection the runtime has not opened (or lost), TLS
-//! ([`super::redis::RedisStore::direct_node`]), and any error Redis answers in place of running
+//! goes the usual way too: a node whose connection the runtime has not opened (or lost), TLS,
+//! a Cluster ([`super::redis::RedisStore::direct_node`]), and any error Redis answers in place of running
 //! the script (`NOSCRIPT`, `MOVED`, `READONLY`, `LOADING`...), which the runtime then deals with.
 //! A call whose connection fails, or that gets no answer within `commandTimeoutMs`, fails as it
 //! would on the runtime's connection ([`fail`]).
@@ -48,7 +48,7 @@ struct Lane {
     numbers: HashMap<(u32, u64, Node), u32>,
     /// A lane a lone call could not take because it is not open: for JavaScript to open.
     wanted: Option<u32>,
-    /// The call [`route`] took, until JavaScript takes it ([`take`]).
+    /// The call [`offer`] took, until JavaScript takes it ([`take`]).
     offered: Option<Direct>,
     /// The call on the lane, waiting for its reply.
     in_flight: Option<Direct>,
@@ -128,20 +128,28 @@ pub(super) fn route(batcher: &ScriptBatcher, call: Call) -> Option<Call> {
     })
 }
 
+/// What [`offer`] did with a call.
+pub(super) enum Offer {
+    /// Offered to the lane, for JavaScript to [`take`].
+    Taken,
+    /// Given back: its lane is not open yet, and JavaScript is asked to open it ([`take`]).
+    Wanted(Call),
+    /// Given back: it cannot go by a lane (lanes off, TLS, a Cluster, a node without an open
+    /// connection).
+    Declined(Call),
+}
+
 /// Offers a lone call (the only one held when its turn ended: see
-/// [`super::batch::send_held_calls`]) to the direct lane, for JavaScript to [`take`]; gives it
-/// back when it cannot go there (the lane is off, the node has no open connection or TLS, or its
-/// lane is not open yet: JavaScript is then asked to open it).
-pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Result<(), Call> {
+/// [`super::batch::send_held_calls`]) to the direct lane.
+pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
     LANE.with(|lane| {
         let mut lane = lane.borrow_mut();
         let (Some(lone), false, None) = (call.lone, lane.disabled, &lane.in_flight) else {
-            return Err(call);
+            return Offer::Declined(call);
         };
-        let store = batcher.store_arc();
-        let key = call.work.0.first().map_or("", String::as_str);
-        let Some(node) = store.direct_node(key) else {
-            return Err(call);
+        let store = batcher.store();
+        let Some(node) = store.direct_node() else {
+            return Offer::Declined(call);
         };
         let target = (lone.channel, store.id(), node);
         let number = match lane.numbers.get(&target) {
@@ -159,7 +167,7 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Result<(), Call> {
         };
         if !lane.lanes[number as usize].ready {
             lane.wanted = Some(number);
-            return Err(call);
+            return Offer::Wanted(call);
         }
         let command = super::redis::batch_command(
             batcher.script(),
@@ -172,7 +180,7 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Result<(), Call> {
             lane: number,
             bytes: command.get_packed_command(),
         });
-        Ok(())
+        Offer::Taken
     })
 }
 
@@ -198,7 +206,7 @@ pub fn set_ready(lane: u32, ready: bool) {
     });
 }
 
-/// What became of the call [`route`] just saw (see [`Taken`]); `None` when it went the usual way
+/// What became of the call [`offer`] just saw (see [`Taken`]); `None` when it went the usual way
 /// with nothing for JavaScript to do.
 pub fn take() -> Option<Taken> {
     LANE.with(|lane| {

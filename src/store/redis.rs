@@ -280,18 +280,20 @@ impl RedisStore {
             .collect())
     }
 
-    /// Where a lone call to `key` may go by the direct lane (`super::direct`): the node that
-    /// serves it, when its connection is open (a node never reached, or down, is left to the
-    /// runtime, which opens it, loads the scripts and reports outages). `None` with TLS (the
-    /// lane speaks plain TCP and unix sockets) and once closed.
-    pub fn direct_node(&self, key: &str) -> Option<Node> {
+    /// Where a lone call may go by the direct lane (`super::direct`): the node, when its
+    /// connection is open (a node never reached, or down, is left to the runtime, which opens
+    /// it, loads the scripts and reports outages). `None` with TLS (the lane speaks plain TCP and
+    /// unix sockets), on a Cluster (whose calls are sent at once, never held to the end of the
+    /// turn, where a lone call is told apart: see `super::batch::send_held_calls`) and once
+    /// closed.
+    pub fn direct_node(&self) -> Option<Node> {
         if !self.plain || self.is_closed() {
             return None;
         }
         match &self.target {
             Target::Single(link) => link.is_open().then(|| self.single_node.clone()),
-            Target::Cluster(cluster) => cluster.open_owner_of(key),
             Target::Sentinel(sentinel) => sentinel.open_primary(),
+            Target::Cluster(_) => None,
         }
     }
 
@@ -299,8 +301,8 @@ impl RedisStore {
     pub fn node_info(&self, node: &Node) -> Option<ConnectionInfo> {
         match &self.target {
             Target::Single(link) => Some(link.info().clone()),
-            Target::Cluster(cluster) => cluster.info_of(node),
             Target::Sentinel(sentinel) => sentinel.info_of(node),
+            Target::Cluster(_) => None,
         }
     }
 
