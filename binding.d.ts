@@ -812,12 +812,15 @@ export interface StoreFailures {
 }
 
 /**
- * After a lone call (nothing else of its caller pending) was made: its request (the lane's
- * number and the call's timeout in milliseconds then written into `into`) when it goes by a
- * direct lane; the lane to open when it went the usual way for want of one; `null` when
- * neither.
+ * After a lone call (nothing else of its caller pending) was made: its request when it goes by
+ * a direct lane (the lane's number and the call's timeout in milliseconds then written into
+ * `into`), as the number of its bytes written at the start of `scratch`, or as a Buffer of its
+ * own when it is longer than `scratch`; the lane to open when it went the usual way for want of
+ * one; `null` when neither. (`scratch` is the caller's to reuse once the call is answered: a
+ * reply means Redis read the whole request. A Buffer made here per call would cost more than
+ * the copy: V8 registers a finalizer for each.)
  */
-export declare function takeDirectCall(into: Float64Array): Buffer | DirectLaneAddress | null
+export declare function takeDirectCall(into: Float64Array, scratch: Uint8Array): number | Buffer | DirectLaneAddress | null
 
 /**
  * Options of a token bucket limiter.

@@ -344,7 +344,9 @@ describe('Redis Sentinel', () => {
       })
       const unavailable = store.stats().failures.ERR_STORE_UNAVAILABLE
       await setup.failover()
-      await setup.switchedFrom(old)
+      // (The port a sentinel named once the primary moved: asking again may reach a sentinel
+      // that has not heard of the failover yet, as CI on Redis 6.2 once did.)
+      const moved = await setup.switchedFrom(old)
       let timer
       const node = await Promise.race([
         reconnected,
@@ -352,7 +354,6 @@ describe('Redis Sentinel', () => {
       ])
       clearTimeout(timer)
       store.off('reconnect', onReconnect)
-      const moved = await setup.masterPort()
       assert.notEqual(moved, old)
       assert.equal(node, `127.0.0.1:${moved}`)
       assert.equal((await subscribed.consume('id', { now })).remaining, 98, 'the first call went to the new primary')

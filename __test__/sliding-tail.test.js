@@ -11,6 +11,7 @@ const fc = require('fast-check')
 
 const { SlidingTail } = require('..')
 const { useRedisServer } = require('./helpers/redis-server.js')
+const { commandsRun } = require('./helpers/command-stats.js')
 const { random } = require('./helpers/random.js')
 const { startArb } = require('./helpers/start-times.js')
 
@@ -357,6 +358,22 @@ describe('SlidingTail on Redis', () => {
     await limiter.consume('u', { now: start + 41 * SECOND })
     assert.ok((await pttl()) > 120_000, `PTTL ${await pttl()}`)
     assert.equal((await hash('tail-renew:u'))['40000000:p'], '2')
+  })
+
+  it('costs a new id an HGETALL, an HSET and a PEXPIRE, no PTTL; a hash shared with a longer limiter keeps its TTL', async () => {
+    const perMinute = new SlidingTail({ client: redis.server.url, namespace: 'tail-both:', limits: [{ duration: MINUTE, limit: 50 }] })
+    const perSecond = new SlidingTail({ client: redis.server.url, namespace: 'tail-both:', limits: [{ duration: SECOND, limit: 5 }] })
+    await perSecond.consume('warm-up', { now: T0 })
+    const counted = ['evalsha', 'time', 'hgetall', 'hset', 'pexpire', 'pttl']
+    const commandsOf = (call) => commandsRun(redis.server, counted, call)
+    const pttl = async (key) => Number(await redis.server.cli('PTTL', key))
+    assert.deepEqual(await commandsOf(() => perSecond.consume('alone', { now: T0 })), { evalsha: 1, hgetall: 1, hset: 1, pexpire: 1 })
+    assert.ok((await pttl('tail-both:alone')) > 2000 && (await pttl('tail-both:alone')) <= 3000, `PTTL ${await pttl('tail-both:alone')}`)
+    // The per-minute limiter's hash (TTL 2 min 1 s): the per-second one reads its TTL and leaves it.
+    await perMinute.consume('u', { now: T0 })
+    assert.deepEqual(await commandsOf(() => perSecond.consume('u', { now: T0 })), { evalsha: 1, hgetall: 1, hset: 1, pttl: 1 })
+    assert.ok((await pttl('tail-both:u')) > 120_000, `PTTL ${await pttl('tail-both:u')}`)
+    assert.equal((await perMinute.peek('u', { now: T0 })).remaining, 49)
   })
 
   it('keeps counters in a window ahead of now alive until two windows after it', async () => {

@@ -8,6 +8,7 @@ const assert = require('node:assert/strict')
 
 const { SlidingWindow } = require('..')
 const { useRedisServer } = require('./helpers/redis-server.js')
+const { commandsRun } = require('./helpers/command-stats.js')
 
 const redis = useRedisServer()
 let namespaceCounter = 0
@@ -120,6 +121,38 @@ describe('SlidingWindow options', () => {
 })
 
 describe('SlidingWindow on Redis', () => {
+  it('reads an id in one HGETALL; a new id costs an HSET and a PEXPIRE, no PTTL (a new hash has no TTL)', async () => {
+    const limiter = new SlidingWindow({ client: redis.server.url, namespace: 'cost:', limits: [{ duration: 60 * SECOND, limit: 2 }, { duration: 10 * SECOND, limit: 5 }] })
+    await limiter.consume('warm-up', { now: T0 })
+    const counted = ['evalsha', 'time', 'hgetall', 'hmget', 'hlen', 'hkeys', 'hset', 'hdel', 'pexpire', 'pttl']
+    const commandsOf = (call) => commandsRun(redis.server, counted, call)
+    // One HSET per limit; the hash's TTL is set once.
+    assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 })), { evalsha: 1, hgetall: 1, hset: 2, pexpire: 1 })
+    // The same buckets: nothing to renew.
+    assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 + 100 })), { evalsha: 1, hgetall: 1, hset: 2 })
+    // Refused: nothing written.
+    assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 + 200 })), { evalsha: 1, hgetall: 1 })
+    // A new bucket of a hash that has fields: its TTL is read first (another limiter's may be longer).
+    assert.deepEqual(await commandsOf(() => limiter.consume('u', { now: T0 + 60 * SECOND })), { evalsha: 1, hgetall: 1, hset: 2, hdel: 2, pttl: 1, pexpire: 1 })
+  })
+
+  it('shares a hash with a limiter of the same namespace without shortening its TTL, and fails on a field of neither', async () => {
+    const perMinute = new SlidingWindow({ client: redis.server.url, namespace: 'both:', limits: [{ duration: 60 * SECOND, limit: 100 }] })
+    const perTenSeconds = new SlidingWindow({ client: redis.server.url, namespace: 'both:', limits: [{ duration: 10 * SECOND, limit: 5 }] })
+    const pttl = async () => Number(await redis.server.cli('PTTL', 'both:u'))
+    await perMinute.consume('u', { now: T0 })
+    assert.ok((await pttl()) > 60_000, `PTTL ${await pttl()}`)
+    assert.deepEqual(await perTenSeconds.consume('u', { now: T0 + SECOND }), verdict(true, 0, 4, 5, 10 * SECOND))
+    assert.ok((await pttl()) > 59_000, `PTTL ${await pttl()}`)
+    assert.equal((await perMinute.peek('u', { now: T0 + SECOND })).remaining, 99)
+    // A new id of the shorter limiter: its own TTL.
+    await perTenSeconds.consume('v', { now: T0 })
+    const newIdTtl = Number(await redis.server.cli('PTTL', 'both:v'))
+    assert.ok(newIdTtl > 10_000 && newIdTtl <= 11_000, `PTTL ${newIdTtl}`)
+    await redis.server.cli('HSET', 'both:u', 'other', '1')
+    await assert.rejects(perMinute.consume('u', { now: T0 + 2 * SECOND }), (error) => error.code === 'ERR_STORE_ERROR' && /both:u holds a field other/.test(error.message))
+  })
+
   it('renews the TTL when a call counts in a new bucket of any limit, and only then', async () => {
     const limiter = new SlidingWindow({ client: redis.server.url, namespace: 'renew:', limits: [{ duration: 10 * SECOND, limit: 100, precision: SECOND }, { duration: 60 * SECOND, limit: 500, precision: 15 * SECOND }] })
     const pttl = async () => Number(await redis.server.cli('PTTL', 'renew:u'))

@@ -346,6 +346,18 @@ describe('data of the wrong shape at the key: ERR_STORE_ERROR, and the key left 
             call: () => instance.consume(id, NOW),
           })
         })
+        // A bucket's name is a whole number: one in the window that is not would count in the
+        // script's total without a bucket of the answer the Rust side judges from.
+        for (const bucket of [`${SW_BUCKET - 0.5}`, 'nan', 'inf']) {
+          it(`consume on a bucket named ${bucket}`, async () => {
+            const id = nextId()
+            await assertRejectsUntouched({
+              key: limiter.namespace + id,
+              shape: { kind: 'content', create: (key) => r.hset(key, `${SW}${SW_BUCKET}`, '1', `${SW}${bucket}`, '4', `${SW}o`, String(SW_OLDEST)) },
+              call: () => instance.consume(id, NOW),
+            })
+          })
+        }
       }
     })
   }

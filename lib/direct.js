@@ -21,12 +21,15 @@ const binding = require('./native.js')
 /** After a lane failed to open or closed with an error, how long before opening it again. */
 const REOPEN_AFTER_MS = 1000
 
+/** The size of the buffer a lone call's request is written into (a longer one gets its own). */
+const SCRATCH_BYTES = 16 * 1024
+
 /** The lanes of every `directLanes`. */
 const everyLanes = new Set()
 
 /**
- * The lanes of `lib/engine.js`: `send(ticket)` once the native side offered a lone call (true when
- * the call went by a lane). `settle(ticket, error)` settles a call that went by a lane: `error`
+ * The lanes of `lib/engine.js`: `send(ticket)` once the native side offered a lone call.
+ * `settle(ticket, error)` settles a call that went by a lane: `error`
  * undefined when answered (its values are in `out`); it is not called for a call passed on to the
  * usual way (the answer channel answers it). `afterCall()` runs once a lane's call is over (the
  * calls made meanwhile were held for it).
@@ -37,6 +40,12 @@ function directLanes({ out, settle, afterCall }) {
   everyLanes.add(lanes)
   /** Where `takeDirectCall` writes a call's lane number and timeout. */
   const taken = new Float64Array(2)
+  /**
+   * Where `takeDirectCall` writes a call's request, reused from call to call: a lane carries one
+   * call at a time, and its reply comes only once Redis has read the whole request, so the bytes
+   * are never overwritten while a socket may still be writing them.
+   */
+  const scratch = Buffer.allocUnsafeSlow(SCRATCH_BYTES)
 
   class Lane {
     constructor(address) {
@@ -140,18 +149,19 @@ function directLanes({ out, settle, afterCall }) {
     }
   }
 
-  /** After a lone call: sends it by its lane (true), or opens the lane it wanted (false). */
+  /** After a lone call: sends it by its lane, or opens the lane it wanted. */
   function send(ticket) {
-    const request = binding.takeDirectCall(taken)
-    if (request === null) return false
-    if (!Buffer.isBuffer(request)) {
+    let request = binding.takeDirectCall(taken, scratch)
+    if (request === null) return
+    if (typeof request === 'number') request = scratch.subarray(0, request)
+    else if (!Buffer.isBuffer(request)) {
       if (!lanes.has(request.lane)) lanes.set(request.lane, new Lane(request))
-      return false
+      return
     }
     const lane = lanes.get(taken[0])
     if (lane !== undefined && lane.ready) {
       lane.send(request, ticket, taken[1])
-      return true
+      return
     }
     // (Never: the native side offers only lanes said to be ready.)
     binding.setDirectLaneReady(taken[0], false)
@@ -160,7 +170,6 @@ function directLanes({ out, settle, afterCall }) {
     } catch (error) {
       settle(ticket, error)
     }
-    return true
   }
 
   return { send }

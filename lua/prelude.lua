@@ -75,7 +75,8 @@ end
 
 -- Sets the TTL of the hash at `key` to `ttl_ms` unless it has a longer one: limiters that share a
 -- namespace share an id's hash, each giving it the TTL its own counters need, and none may cut
--- another's short. `alone` says the hash holds no other limiter's fields (no PTTL to read).
+-- another's short. `alone` says no other TTL can matter (no PTTL to read): the hash holds no other
+-- limiter's fields, or it held nothing before this call wrote it (a new key has no TTL).
 local function keep_alive(key, ttl_ms, alone)
   if not alone and redis.call('PTTL', key) >= tonumber(ttl_ms) then
     return
@@ -103,23 +104,11 @@ local function whole(key, field, value)
   return number
 end
 
--- Fails unless every field of the hash at `key` passes `valid(name)`. `read` fields were found
--- already: the names are listed only when the hash holds more than those.
-local function check_fields(key, read, valid)
-  if redis.call('HLEN', key) <= read then
-    return
-  end
-  for _, name in ipairs(redis.call('HKEYS', key)) do
-    if not valid(name) then
-      corrupt(key, 'holds a field ' .. name)
-    end
-  end
-end
-
 -- Reads the hash at `key` in one call (HGETALL: one redis.call costs Redis more than the Lua
 -- around it): sets into[slot] to the whole number of each field that slot_of names (slot_of[name]
 -- = slot, from 1 to slot_count; false for a field absent), fails on a field that neither slot_of
--- nor `valid(name)` knows. Returns the number of slot_of's fields found.
+-- nor `valid(name)` knows. Returns the number of slot_of's fields found, and of every field (0
+-- when the key holds nothing: a hash written then has no TTL yet, see keep_alive).
 local function read_fields(key, slot_of, slot_count, into, valid)
   for slot = 1, slot_count do
     into[slot] = false
@@ -135,7 +124,7 @@ local function read_fields(key, slot_of, slot_count, into, valid)
       corrupt(key, 'holds a field ' .. name)
     end
   end
-  return found
+  return found, #flat / 2
 end
 
 -- A hash of two whole-number fields always written together (a bucket's level and the instant

@@ -129,10 +129,10 @@ end
 
 -- Scratch, reused by every call of the batch (each table a script builds costs Redis CPU): an
 -- identifier's stored fields as read_fields() reads them; per identifier of the call (from 0)
--- how many fields it had, and per identifier and limit (identifier-major, from 1) the window
--- stored; now's window per limit; and what is written for an identifier: an HSET's arguments and
--- each limit's window.
-local stored, found, stored_windows, now_windows, values, windows = {}, {}, {}, {}, {}, {}
+-- how many of its fields it had and how many fields in all, and per identifier and limit
+-- (identifier-major, from 1) the window stored; now's window per limit; and what is written for
+-- an identifier: an HSET's arguments and each limit's window.
+local stored, found, field_counts, stored_windows, now_windows, values, windows = {}, {}, {}, {}, {}, {}, {}
 
 local function judge(first_key, id_count, now, weight)
   local answer, allowed = {}, true
@@ -141,7 +141,7 @@ local function judge(first_key, id_count, now, weight)
   end
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
-    found[i] = read_fields(key, slot_of, 3 * limit_count, stored, tail_field)
+    found[i], field_counts[i] = read_fields(key, slot_of, 3 * limit_count, stored, tail_field)
     for j = 1, limit_count do
       stored_windows[i * limit_count + j] = stored[3 * j] or false
       local window, current, previous = tail_at(key, j, stored, now_windows[j])
@@ -198,7 +198,7 @@ local function judge(first_key, id_count, now, weight)
       end
       redis.call('HSET', key, unpack(values, 1, n))
       if moved or ahead then
-        keep_alive(key, ttl_of(now, windows, now_windows))
+        keep_alive(key, ttl_of(now, windows, now_windows), field_counts[i] == 0)
       end
     end
   end

@@ -1,5 +1,5 @@
 -- The precision sliding window (src/sliding_window.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), answer_of(), each_counting_call() and
+-- (After lua/prelude.lua, which gives it now_of(), each_counting_call(), whole(), corrupt() and
 -- keep_alive().)
 --
 -- The layout is the seed's (over_limit_sliding_window): one hash per identifier, at
@@ -43,63 +43,89 @@ local consume = mode == 'consume'
 local ttl = tonumber(ARGV[4 * limit_count + 3])
 
 
--- The hash's fields are limits' buckets and oldest buckets (also of other limiters that share
--- the namespace).
-local function bucket_field(name)
-  return string.match(name, '^%d+:%d+:%d+$') or string.match(name, '^%d+:%d+:o$')
+-- An identifier's fields as read_hash() reads them, per field: its limit's prefix
+-- (`<duration>:<precision>:`), its name, its bucket (false for the oldest bucket's field) and its
+-- value. Scratch, reused by every call of the batch (each table a script builds costs Redis CPU).
+local read_prefixes, read_names, read_buckets, read_values, read_count = {}, {}, {}, {}, 0
+
+-- Reads the hash at `key` in one HGETALL (one redis.call costs Redis more than the Lua around
+-- it), for every limit at once. Its fields are limits' buckets and oldest buckets, also of other
+-- limiters that share the namespace; anything else is data this limiter did not write. Only the
+-- fields the hash holds are looked at: naming each live bucket of a window costs Redis a string
+-- per bucket per call, most of them for buckets a new id does not have. Returns how many fields
+-- the hash holds (0 when the key holds nothing).
+local function read_hash(key)
+  local flat = redis.call('HGETALL', key)
+  read_count = 0
+  for f = 1, #flat, 2 do
+    local name = flat[f]
+    local prefix, bucket = string.match(name, '^(%d+:%d+:)([^:]+)$')
+    if bucket == 'o' then
+      bucket = false
+    else
+      -- A bucket is a whole number (written as Lua writes numbers: "1.7e+15" for a tiny
+      -- precision); "5.5", "nan" or "inf" are not this limiter's.
+      bucket = bucket and tonumber(bucket)
+      if not bucket or bucket % 1 ~= 0 then
+        corrupt(key, 'holds a field ' .. name)
+      end
+    end
+    read_count = read_count + 1
+    read_prefixes[read_count], read_names[read_count] = prefix, name
+    read_buckets[read_count], read_values[read_count] = bucket, flat[f + 1]
+  end
+  return #flat / 2
 end
 
--- Per limit, the fields an identifier's live buckets have at `fields_now`: its oldest bucket's
--- field first, then its live buckets', oldest first. Built once per now: the calls of a batch
--- mostly share theirs (each string and table a script builds costs Redis CPU).
-local live_fields, fields_now = {}, nil
-
 -- The writes of a call that is allowed, reused by every call: per limit counted, its identifier's
--- key, the limit, the current bucket's new count, whether that bucket had no field yet, and the
--- oldest bucket the hash named (false for none).
-local write_keys, write_limits, write_counts, write_fresh, write_oldest = {}, {}, {}, {}, {}
+-- key, the limit, the current bucket's new count, whether that bucket had no field yet, whether
+-- the hash had no field at all, and the oldest bucket the hash named (false for none).
+local write_keys, write_limits, write_counts, write_fresh, write_alone, write_oldest = {}, {}, {}, {}, {}, {}
+
+-- Per limit, the bucket that holds the call's now.
+local current_buckets = {}
 
 -- The oldest bucket of limit j that may hold weight at `now`: the window's first, or bucket 0
 -- while the window still reaches back before the epoch (no call is older, and the oldest bucket
 -- is stored as a whole number).
-local function first_live_bucket(j, now)
-  return math.max(math.floor(now / precisions[j]) - buckets[j] + 1, 0)
+local function first_live_bucket(j)
+  return math.max(current_buckets[j] - buckets[j] + 1, 0)
 end
 
 local function judge(first_key, id_count, now, weight)
-  if now ~= fields_now then
-    for j = 1, limit_count do
-      local bucket = math.floor(now / precisions[j])
-      local fields = { prefixes[j] .. 'o' }
-      for b = bucket - buckets[j] + 1, bucket do
-        fields[#fields + 1] = prefixes[j] .. b
-      end
-      live_fields[j] = fields
-    end
-    fields_now = now
+  for j = 1, limit_count do
+    current_buckets[j] = math.floor(now / precisions[j])
   end
   -- (dead, the buckets to delete per identifier, and refunds are built only when needed.)
   local answer, allowed, writes, dead, refunds = {}, true, 0, nil, nil
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
-    local found = 0
+    local field_count = read_hash(key)
     for j = 1, limit_count do
-      local prefix = prefixes[j]
-      local first_live = first_live_bucket(j, now)
-      local fields = live_fields[j]
-      local stored = redis.call('HMGET', key, unpack(fields))
-      local oldest = whole(key, fields[1], stored[1])
-      local total = 0
-      for k = 2, #fields do
-        if stored[k] then
-          found = found + 1
+      local prefix, current = prefixes[j], current_buckets[j]
+      local first_live = first_live_bucket(j)
+      -- answer[base + k] is the count of the window's k-th bucket, window_first + k - 1.
+      local base, window_first = #answer, current - buckets[j] + 1
+      for k = 1, buckets[j] do
+        answer[base + k] = 0
+      end
+      local oldest, total, counted_now = nil, 0, false
+      for r = 1, read_count do
+        if read_prefixes[r] == prefix then
+          local bucket = read_buckets[r]
+          if not bucket then
+            oldest = whole(key, read_names[r], read_values[r])
+          elseif bucket >= window_first and bucket <= current then
+            -- (Two names of one bucket, "7" and "07", are not what this limiter writes: the last
+            -- one read counts, in the answer and in the total alike.)
+            local at, count = base + bucket - window_first + 1, whole(key, read_names[r], read_values[r])
+            total = total - answer[at] + count
+            answer[at] = count
+            counted_now = counted_now or bucket == current
+          end
         end
-        local count = whole(key, fields[k], stored[k]) or 0
-        answer[#answer + 1] = count
-        total = total + count
       end
       if oldest then
-        found = found + 1
         -- Buckets that left the window since the oldest one written (at most a window's).
         local last_gone = math.min(first_live, oldest + buckets[j]) - 1
         if last_gone >= oldest then
@@ -115,24 +141,24 @@ local function judge(first_key, id_count, now, weight)
         allowed = false
       end
       if mode == 'reward' then
-        -- The newest live buckets first; answer[#answer] is the current bucket's count.
-        local left, at = weight, #answer
-        for k = #fields, 2, -1 do
+        -- The newest live buckets first.
+        local left = weight
+        for k = buckets[j], 1, -1 do
+          local at = base + k
           local taken = math.min(left, answer[at])
           if taken > 0 then
             answer[at] = answer[at] - taken
             left = left - taken
             refunds = refunds or {}
-            refunds[#refunds + 1] = { key, fields[k], answer[at] }
+            refunds[#refunds + 1] = { key, prefix .. (window_first + k - 1), answer[at] }
           end
-          at = at - 1
         end
       end
       writes = writes + 1
       write_keys[writes], write_limits[writes], write_counts[writes] = key, j, answer[#answer] + weight
-      write_fresh[writes], write_oldest[writes] = not stored[#fields], oldest or false
+      write_fresh[writes], write_oldest[writes] = not counted_now, oldest or false
+      write_alone[writes] = field_count == 0
     end
-    check_fields(key, found, bucket_field)
   end
   for _, r in ipairs(refunds or {}) do
     redis.call('HSET', r[1], r[2], r[3])
@@ -142,12 +168,11 @@ local function judge(first_key, id_count, now, weight)
     -- The oldest bucket is written only when it changes: fewer fields, less work for Redis.
     for w = 1, writes do
       local j = write_limits[w]
-      local fields = live_fields[j]
-      local first_live = first_live_bucket(j, now)
+      local first_live, current_field = first_live_bucket(j), prefixes[j] .. current_buckets[j]
       if write_oldest[w] == first_live then
-        redis.call('HSET', write_keys[w], fields[#fields], write_counts[w])
+        redis.call('HSET', write_keys[w], current_field, write_counts[w])
       else
-        redis.call('HSET', write_keys[w], fields[1], first_live, fields[#fields], write_counts[w])
+        redis.call('HSET', write_keys[w], prefixes[j] .. 'o', first_live, current_field, write_counts[w])
       end
     end
     for _, d in ipairs(dead or {}) do
@@ -158,7 +183,7 @@ local function judge(first_key, id_count, now, weight)
     for w = 1, writes do
       if write_fresh[w] and write_keys[w] ~= renewed then
         renewed = write_keys[w]
-        keep_alive(renewed, ttl)
+        keep_alive(renewed, ttl, write_alone[w])
       end
     end
   end

@@ -1,7 +1,7 @@
 //! The direct lane's functions (`src/store/direct.rs`), for `lib/direct.js`: nothing else
 //! should call them.
 
-use napi::bindgen_prelude::{Buffer, BufferSlice, Either, Float64ArraySlice};
+use napi::bindgen_prelude::{Buffer, BufferSlice, Either3, Float64ArraySlice, Uint8ArraySlice};
 use napi::Env;
 use napi_derive::napi;
 
@@ -27,14 +27,18 @@ pub struct DirectLaneAddress {
     pub connect_timeout_ms: f64,
 }
 
-/// After a lone call (nothing else of its caller pending) was made: its request (the lane's
-/// number and the call's timeout in milliseconds then written into `into`) when it goes by a
-/// direct lane; the lane to open when it went the usual way for want of one; `null` when
-/// neither.
+/// After a lone call (nothing else of its caller pending) was made: its request when it goes by
+/// a direct lane (the lane's number and the call's timeout in milliseconds then written into
+/// `into`), as the number of its bytes written at the start of `scratch`, or as a Buffer of its
+/// own when it is longer than `scratch`; the lane to open when it went the usual way for want of
+/// one; `null` when neither. (`scratch` is the caller's to reuse once the call is answered: a
+/// reply means Redis read the whole request. A Buffer made here per call would cost more than
+/// the copy: V8 registers a finalizer for each.)
 #[napi(catch_unwind)]
 pub fn take_direct_call(
     mut into: Float64ArraySlice,
-) -> napi::Result<Option<Either<Buffer, DirectLaneAddress>>> {
+    mut scratch: Uint8ArraySlice,
+) -> napi::Result<Option<Either3<u32, Buffer, DirectLaneAddress>>> {
     Ok(match direct::take() {
         None => None,
         Some(Taken::Call {
@@ -42,16 +46,22 @@ pub fn take_direct_call(
             request,
             timeout_ms,
         }) => {
-            // SAFETY: a live Float64Array of the caller's, used only during this call.
-            let into = unsafe { into.as_mut() };
+            // SAFETY: live typed arrays of the caller's, used only during this call.
+            let (into, scratch) = unsafe { (into.as_mut(), scratch.as_mut()) };
             if into.len() < 2 {
                 return Err(napi::Error::from_reason("`into` must hold 2 numbers"));
             }
             into[0] = f64::from(lane);
             into[1] = timeout_ms;
-            Some(Either::A(request.into()))
+            match scratch.get_mut(..request.len()) {
+                Some(start) => {
+                    start.copy_from_slice(&request);
+                    Some(Either3::A(request.len() as u32))
+                }
+                None => Some(Either3::B(request.into())),
+            }
         }
-        Some(Taken::Open(address)) => Some(Either::B(DirectLaneAddress {
+        Some(Taken::Open(address)) => Some(Either3::C(DirectLaneAddress {
             lane: address.lane,
             store: address.store as f64,
             host: address.host,

@@ -73,6 +73,13 @@ struct Direct {
     bytes: Vec<u8>,
 }
 
+impl Direct {
+    /// The call's first key, by which failures name the node.
+    fn first_key(&self) -> &str {
+        self.call.work.0.first().map_or("", String::as_str)
+    }
+}
+
 /// Where JavaScript opens a lane: the node, and what to send first (`AUTH`, `SELECT`).
 pub struct LaneAddress {
     /// The lane's number, by which JavaScript and [`set_ready`] name it.
@@ -304,7 +311,7 @@ pub fn read(bytes: &[u8]) -> Read {
 /// (in place of the script's reply, or because the node is a replica now): the usual way then
 /// deals with it.
 fn answer_of(direct: &Direct) -> Option<Outcome<super::batch::Answer>> {
-    let key = direct.call.work.0.first().map_or("", String::as_str);
+    let key = direct.first_key();
     let reply = match parse(&direct.bytes, &mut 0) {
         Ok(Some(reply)) => reply,
         Ok(None) => return None,
@@ -332,7 +339,7 @@ pub fn fail(lost: Option<&str>) {
         return;
     };
     let store = direct.batcher.store();
-    let key = direct.call.work.0.first().map_or("", String::as_str);
+    let key = direct.first_key();
     let outcome = Err(match lost {
         Some(reason) => store.lost_failure(key, reason),
         None => store.timeout_failure(),
