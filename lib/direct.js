@@ -24,6 +24,9 @@ const REOPEN_AFTER_MS = 1000
 /** The size of the buffer a lone call's request is written into (a longer one gets its own). */
 const SCRATCH_BYTES = 16 * 1024
 
+/** The size of the buffer a lane reads its replies into (a longer reply takes several reads). */
+const READ_BYTES = 16 * 1024
+
 /** The lanes of every `directLanes`. */
 const everyLanes = new Set()
 
@@ -57,7 +60,10 @@ function directLanes({ out, settle, afterCall }) {
       this.ticket = -1
       this.timeoutMs = 0
       this.handshake = { replies: address.replies, bytes: Buffer.alloc(0) }
-      const socket = address.path !== null && address.path !== undefined ? net.connect(address.path) : net.connect(address.port, address.host)
+      // Replies are read into one buffer of the lane's, reused read after read (`onread`): no
+      // Buffer per read, and no stream machinery between the socket and `received`.
+      const onread = { buffer: Buffer.allocUnsafeSlow(READ_BYTES), callback: (length, buffer) => this.received(buffer.subarray(0, length)) }
+      const socket = address.path !== null && address.path !== undefined ? net.connect({ path: address.path, onread }) : net.connect({ port: address.port, host: address.host, onread })
       this.socket = socket
       socket.unref()
       socket.setNoDelay(true)
@@ -66,7 +72,6 @@ function directLanes({ out, settle, afterCall }) {
         if (address.replies > 0) socket.write(address.handshake)
         else this.open()
       })
-      socket.on('data', (bytes) => this.received(bytes))
       socket.on('timeout', () => {
         if (!this.ready) this.close('the connection took too long to open')
         else if (this.ticket !== -1) this.fail(undefined)
