@@ -161,6 +161,35 @@ describe('the direct lane', () => {
     await store.close()
   })
 
+  it('fails a call whose connection is lost with the error the usual way gives (ERR_STORE_UNAVAILABLE, cause Io)', async () => {
+    // A server of its own, stopped with a call on the connection, then killed.
+    const lost = async (lanes) => {
+      const own = await startRedis()
+      native.setDirectLanes(lanes)
+      const store = new RedisStore({ port: own.port, commandTimeoutMs: 5000 })
+      const limiter = new FixedWindow({ client: store, namespace: 'lost:', limits: [{ duration: 60_000, limit: 10 }] })
+      try {
+        for (let i = 0; i < 3; i++) await limiter.consume('x', { now: T0 })
+        process.kill(own.pid, 'SIGSTOP')
+        const pending = limiter.consume('x', { now: T0 }).then(() => assert.fail('answered'), (error) => error)
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        process.kill(own.pid, 'SIGKILL')
+        return await pending
+      } finally {
+        native.setDirectLanes(true)
+        await store.close()
+        await own.stop()
+      }
+    }
+    const [byLane, usual] = [await lost(true), await lost(false)]
+    for (const error of [byLane, usual]) {
+      assert.equal(error.code, 'ERR_STORE_UNAVAILABLE', error.message)
+      assert.match(error.message, /^Redis at 127\.0\.0\.1:\d+ is unavailable: /)
+    }
+    assert.equal(byLane.cause.code, usual.cause.code)
+    assert.match(byLane.message, /the connection was lost/)
+  })
+
   it('goes the usual way once its connection is killed, and opens a new one', async () => {
     const store = new RedisStore(server.url)
     const limiter = new FixedWindow({ client: store, namespace: 'killed:', limits: [{ duration: 60_000, limit: 100 }] })

@@ -85,9 +85,10 @@ describe('properties', () => {
         const allowed = await runBoth(create, sequence)
         if (!allowed) return
         // A call that came late counts in the newer window its id's counter is in (that of the
-        // id's latest allowed action so far), so the bounds hold at the time each call counted: per aligned
-        // window the limit, per interval of its length (two windows at most) twice that. (By the
-        // calls' own `now`, a late one can make an interval hold more: 13 in seed 643393321.)
+        // id's latest allowed action so far), so the bounds hold at the time each call counted:
+        // per aligned window the limit, per interval of its length (two windows at most) twice
+        // that. (By the calls' own `now`, a late one can make an interval hold more: 13 in seed
+        // 643393321.)
         const counted = allowed.map((e) => ({ ...e, at: e.counted }))
         assert.ok(mostIn(counted, 1000) <= 12, 'any 1 s')
         const aligned = mostIn(counted, 1000, (e) => [Math.floor(e.at / 1000) * 1000])

@@ -14,8 +14,8 @@
 -- - Counting first, for a call to consume of one identifier under one limit (what an app sends,
 --   a call per request): HINCRBY of the current window's field, then HLEN to see that the hash
 --   holds nothing else (HGETALL when it does: an ended window's field beside a new one is
---   deleted); a refused call gives the weight back. An allowed call costs Redis one write and one read, where
---   reading first costs a read of the whole hash and a write.
+--   deleted); a refused call gives the weight back. An allowed call costs Redis one write and
+--   one read, where reading first costs a read of the whole hash and a write.
 -- - Reading first, for every other call and whatever counting first does not expect (a late
 --   call, data that fails the checks, a write refused at maxmemory): the increment is undone,
 --   and the call is judged from an HGETALL.

@@ -312,14 +312,15 @@ impl RedisStore {
         self.id
     }
 
-    /// The failure of a call whose connection was lost while it waited for its answer.
+    /// The failure of a call whose connection was lost while it waited for its answer: the
+    /// I/O error the runtime's connection would have failed it with.
     pub(super) fn lost_failure(&self, key: &str, message: &str) -> Failure {
         let node = self.node_of(key);
-        Failure::error(
-            ErrorCode::StoreUnavailable,
-            format!("Redis at {node} is unavailable: the connection was lost ({message})"),
-        )
-        .with_cause("IoError", message.to_owned())
+        let lost = std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            format!("the connection was lost ({message})"),
+        );
+        self.failure(Some(&node), RedisError::from(lost))
     }
 
     /// Deletes keys (of one slot, on a Cluster), within `commandTimeoutMs`.
