@@ -44,6 +44,38 @@ export declare class BucketCircleEngine {
 }
 export type JsBucketCircle = BucketCircleEngine
 
+/**
+ * A key's count and its expiry, counted from its first points: rate-limiter-flexible's layout
+ * and arithmetic, in memory or on Redis: the native engine under `ratekeeper/flexible`, which is
+ * the API to use.
+ */
+export declare class ExpiringCounterEngine {
+  /**
+   * Builds the counter in memory, or on `store` when one is given.
+   * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
+   */
+  constructor(options: ExpiringCounterOptions & EngineStoreOptions, store?: RedisStore | null)
+  /**
+   * The engine's entry point: runs `mode` (0 add, 1 set, 2 get, 3 delete) for `key` with the
+   * call options `{ points, durationMs, now }` (points a whole number of at most 2^53 - 1 in
+   * size, default 0; durationMs from 0, for never, to 1e12, default 0). The answer comes as
+   * `RollingWindow.run` describes; its numbers are the points, the milliseconds left (-1 for
+   * never), whether the call started the counter, and whether the key holds one.
+   */
+  run(mode: number, key: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /**
+   * Sweeps the in-memory store when no call used it since the last time (keys whose counter
+   * has ended are given back even when no call comes): `lib/engine.js` calls it every
+   * `periodMs`. Nothing on Redis.
+   */
+  sweepIfQuiet(periodMs: number): void
+  /** How many keys the in-memory store holds (always `0` on Redis). */
+  get trackedIds(): number
+  /** How many live keys the in-memory store evicted to stay within `maxKeys`. */
+  get evictedIds(): number
+}
+export type JsExpiringCounter = ExpiringCounterEngine
+
 /** Fixed window counters, in memory or on Redis: the native engine under `FixedWindow` (see index.d.ts), which is the API to use. It validates its options like `FixedWindow` does. */
 export declare class FixedWindowEngine {
   /**
@@ -429,6 +461,21 @@ export interface EngineStoreOptions {
    * afresh). Default: unbounded (idle ids are still dropped).
    */
   maxKeys?: number
+}
+
+/**
+ * Options of an expiring counter.
+ *
+ * ```js
+ * new ExpiringCounterEngine({ namespace: 'rlflx:' }, store)
+ * ```
+ */
+export interface ExpiringCounterOptions {
+  /**
+   * Prefix of the Redis keys: a key's count is a string at `namespace + key`. Default `''`
+   * (rate-limiter-flexible's layer passes whole keys, `keyPrefix:key`). Ignored in memory.
+   */
+  namespace?: string
 }
 
 /**

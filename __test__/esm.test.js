@@ -58,6 +58,13 @@ describe('ESM and CommonJS', () => {
   it('every entry of the exports map exists and is in the published files', () => {
     const { exports, files } = require('../package.json')
     for (const [subpath, conditions] of Object.entries(exports)) {
+      if (subpath.includes('*')) {
+        // A pattern (`./flexible/lib/*`): files of a published directory.
+        const directory = path.dirname(conditions)
+        assert.ok(fs.existsSync(path.join(root, directory)), subpath)
+        assert.ok(files.some((file) => directory.slice(2).startsWith(file.replace(/\/$/, ''))), `${conditions} is published`)
+        continue
+      }
       const targets = typeof conditions === 'string' ? [conditions] : Object.values(conditions)
       assert.ok(subpath === './package.json' || Object.keys(conditions).join() === 'types,import,require,default', subpath)
       for (const target of targets) {

@@ -18,6 +18,7 @@ const { RateLimiter, createRateLimit, RedisStore } = require('..')
 const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
 const { useRedisServer } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
+const flexible = require('../flexible.js')
 
 const redis = useRedisServer()
 
@@ -54,6 +55,30 @@ const SUBJECTS = {
       if (r < 0.4) return limiter.add(pick(rand, ids), { now })
       if (r < 0.7) return limiter.count(pick(rand, ids), Math.floor(rand() * 11), { now })
       return limiter.addCount(pick(rand, ids), Math.floor(rand() * 11), { now })
+    },
+  },
+  // Its Redis twin runs on the keys' TTLs: durations too long to end here, and only what does
+  // not depend on the time left compared.
+  "rate-limiter-flexible's RateLimiterRedis (ratekeeper/flexible)": {
+    create: (o) =>
+      o.client === undefined
+        ? new flexible.RateLimiterMemory({ points: 6, duration: 1000 })
+        : new flexible.RateLimiterRedis({ points: 6, duration: 1000, storeClient: o.client, keyPrefix: o.namespace }),
+    call: (limiter, ids, now, rand) => {
+      const points = (res) => [res.consumedPoints, res.remainingPoints]
+      const r = rand()
+      const id = pick(rand, ids)
+      if (r < 0.7) {
+        return limiter.consume(id, 1 + Math.floor(rand() * 2)).then(
+          (res) => ['allowed', ...points(res)],
+          (res) => {
+            if (res instanceof Error) throw res
+            return ['refused', ...points(res)]
+          },
+        )
+      }
+      if (r < 0.85) return limiter.reward(id, 1).then(points)
+      return limiter.get(id).then((res) => res && points(res))
     },
   },
 }

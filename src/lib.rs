@@ -23,6 +23,7 @@
 pub mod binding;
 pub mod bucket_circle;
 pub mod error;
+pub mod expiring_counter;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;

@@ -24,6 +24,7 @@ pub mod bucket_circle;
 pub mod counting;
 pub mod direct_lane;
 pub mod dispatch;
+pub mod expiring_counter;
 pub mod fast;
 pub mod fixed_window;
 pub mod gcra;

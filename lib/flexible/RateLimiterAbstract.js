@@ -1,0 +1,140 @@
+'use strict'
+
+const { missing } = require('./RateLimiterCompatibleAbstract.js')
+const { invalidOption, invalidOptionType } = require('./errors.js')
+
+/**
+ * The options every rate-limiter-flexible limiter takes, checked as rate-limiter-flexible checks
+ * them (its messages, with a `code`), and the keys: `getKey(key)` is `keyPrefix:key` (`key`
+ * alone when `keyPrefix` is `''`).
+ *
+ * - `points` (required): the points a key may consume per duration, any finite number.
+ * - `duration` (required): seconds, `0` for a count that never expires.
+ * - `blockDuration`: seconds a key is blocked once over its points (default `0`: not blocked).
+ * - `execEvenly`, `execEvenlyMinDelayMs`: delay allowed actions to spread them over the duration.
+ * - `keyPrefix`: default `'rlflx'`.
+ */
+class RateLimiterAbstract {
+  #points
+  #duration
+  #blockDuration = 0
+  #execEvenly = false
+  #execEvenlyMinDelayMs
+  #keyPrefix = 'rlflx'
+
+  constructor(opts = {}) {
+    this.points = opts.points
+    this.duration = opts.duration
+    this.blockDuration = opts.blockDuration
+    this.execEvenly = opts.execEvenly
+    this.execEvenlyMinDelayMs = opts.execEvenlyMinDelayMs
+    this.keyPrefix = opts.keyPrefix
+  }
+
+  get points() {
+    return this.#points
+  }
+
+  set points(value) {
+    if (!Number.isFinite(value)) throw invalidOption('points must be set and must be a finite number')
+    this.#points = value
+  }
+
+  get duration() {
+    return this.#duration
+  }
+
+  set duration(value) {
+    if (!(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
+      throw invalidOption('duration must be set and must be a finite, non-negative number')
+    }
+    this.#duration = value
+  }
+
+  get msDuration() {
+    return this.#duration * 1000
+  }
+
+  get blockDuration() {
+    return this.#blockDuration
+  }
+
+  set blockDuration(value) {
+    this.#blockDuration = value === undefined ? 0 : value
+  }
+
+  get msBlockDuration() {
+    return this.#blockDuration * 1000
+  }
+
+  get execEvenly() {
+    return this.#execEvenly
+  }
+
+  set execEvenly(value) {
+    this.#execEvenly = value === undefined ? false : Boolean(value)
+  }
+
+  /** Default: the duration shared out over the points, in whole milliseconds. */
+  get execEvenlyMinDelayMs() {
+    if (this.#execEvenlyMinDelayMs !== undefined) return this.#execEvenlyMinDelayMs
+    return this.points > 0 ? Math.ceil(this.msDuration / this.points) : 0
+  }
+
+  set execEvenlyMinDelayMs(value) {
+    this.#execEvenlyMinDelayMs = value
+  }
+
+  get keyPrefix() {
+    return this.#keyPrefix
+  }
+
+  set keyPrefix(value) {
+    if (value === undefined) value = 'rlflx'
+    if (typeof value !== 'string') throw invalidOptionType('keyPrefix must be string')
+    this.#keyPrefix = value
+  }
+
+  /** The duration of a call in seconds: its `customDuration` when given (0 or more), else `duration`. */
+  _getKeySecDuration(options = {}) {
+    return options && options.customDuration >= 0 ? options.customDuration : this.duration
+  }
+
+  getKey(key) {
+    return this.keyPrefix.length > 0 ? `${this.keyPrefix}:${key}` : `${key}`
+  }
+
+  parseKey(rlKey) {
+    return this.keyPrefix.length > 0 ? rlKey.substring(this.keyPrefix.length + 1) : rlKey
+  }
+
+  consume() {
+    throw missing("the method 'consume'")
+  }
+
+  penalty() {
+    throw missing("the method 'penalty'")
+  }
+
+  reward() {
+    throw missing("the method 'reward'")
+  }
+
+  get() {
+    throw missing("the method 'get'")
+  }
+
+  set() {
+    throw missing("the method 'set'")
+  }
+
+  block() {
+    throw missing("the method 'block'")
+  }
+
+  delete() {
+    throw missing("the method 'delete'")
+  }
+}
+
+module.exports = RateLimiterAbstract
