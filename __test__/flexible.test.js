@@ -101,6 +101,32 @@ describe('RateLimiterMemory, beside rate-limiter-flexible', () => {
     assert.equal(await limiter.get('nobody'), null)
   })
 
+  it('with execEvenly, holds each allowed action as long as rate-limiter-flexible does, and answers alike', async (t) => {
+    mock.timers.enable({ apis: ['Date', 'setTimeout'], now: T0 })
+    t.after(() => mock.timers.reset())
+    const options = { points: 4, duration: 10, execEvenly: true }
+    const limiters = [new rlf.RateLimiterMemory(options), new flexible.RateLimiterMemory(options)]
+    const delays = []
+    for (let call = 0; call < 4; call++) {
+      const settled = limiters.map((limiter) => {
+        const state = { at: null, answer: null }
+        limiter.consume('k').then((res) => Object.assign(state, { at: Date.now() - started, answer: res.toJSON() }))
+        return state
+      })
+      const started = Date.now()
+      // Both hold the action on a timer of their own: the clock moves 1 ms at a time until both are answered.
+      for (let ms = 0; settled.some((state) => state.at === null) && ms < 20_000; ms++) {
+        await new Promise(setImmediate)
+        if (settled.some((state) => state.at === null)) mock.timers.tick(1)
+      }
+      assert.deepEqual(settled[1], settled[0], `call ${call}`)
+      delays.push(settled[1].at)
+    }
+    // The first is not held; each next one is held for what is left of the 10 s shared over the
+    // points left plus 2, here never below the 2,500 ms of 10 s / 4 points.
+    assert.deepEqual(delays, [0, 2500, 2500, 2500])
+  })
+
   it('keeps durations past 24.8 days (no timer per key)', async (t) => {
     mock.timers.enable({ apis: ['Date'], now: T0 })
     t.after(() => mock.timers.reset())

@@ -11,6 +11,7 @@ const { check, runner, storeErrorPolicy, inMemory } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject, checkKnownOptions } = require('./errors.js')
 const { decodeNothing } = require('./verdict.js')
+const { attempt } = require('./attempt.js')
 
 // The modes of BucketCircleEngine.run.
 const ADD = 0
@@ -84,15 +85,6 @@ function withInterval(options, interval) {
 function refuseInterval(options) {
   if (options !== null && typeof options === 'object' && Object.hasOwn(options, 'interval')) {
     throw typeError('ERR_UNKNOWN_OPTION', 'unknown option `interval` in call options: add takes no interval (count and addCount take it as their second argument)')
-  }
-}
-
-/** `call()`'s promise, or a rejected one when it throws (a caller's getter, a bad argument). */
-function attempt(call) {
-  try {
-    return call()
-  } catch (error) {
-    return Promise.reject(error)
   }
 }
 

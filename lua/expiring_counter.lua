@@ -40,6 +40,10 @@ local function call(key, mode, points, duration)
       fresh = 1
     end
     local count = redis.call('INCRBY', key, points)
+    if fresh == 1 then
+      -- Its TTL is the duration just set (none for 0): no PTTL to ask.
+      return { count, duration ~= '0' and tonumber(duration) or -1, fresh }
+    end
     local left = redis.call('PTTL', key)
     if left == -1 and duration ~= '0' then
       redis.call('PEXPIRE', key, duration)

@@ -100,6 +100,18 @@ class RateLimiterAbstract {
     return options && options.customDuration >= 0 ? options.customDuration : this.duration
   }
 
+  /**
+   * Resolves with an allowed action's `res`: at once, or with `execEvenly` after a delay that
+   * spreads the actions over the duration (`res.msBeforeNext` then tells the time left after it).
+   */
+  _resolveEvenly(res) {
+    if (!(this.execEvenly && this.points > 0 && res.msBeforeNext > 0 && !res.isFirstInDuration)) return Promise.resolve(res)
+    let delay = Math.ceil(res.msBeforeNext / (res.remainingPoints + 2))
+    if (delay < this.execEvenlyMinDelayMs) delay = res.consumedPoints * this.execEvenlyMinDelayMs
+    res.msBeforeNext = Math.max(res.msBeforeNext - delay, 0)
+    return new Promise((resolve) => setTimeout(resolve, delay, res))
+  }
+
   getKey(key) {
     return this.keyPrefix.length > 0 ? `${this.keyPrefix}:${key}` : `${key}`
   }

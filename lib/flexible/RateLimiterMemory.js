@@ -4,6 +4,7 @@ const RateLimiterAbstract = require('./RateLimiterAbstract.js')
 const RateLimiterRes = require('./RateLimiterRes.js')
 const { ExpiringCounter } = require('./counter.js')
 const { wholePoints } = require('./points.js')
+const { attempt } = require('../attempt.js')
 
 /**
  * rate-limiter-flexible's RateLimiterMemory on ratekeeper's in-memory store: the same options and
@@ -32,10 +33,7 @@ class RateLimiterMemory extends RateLimiterAbstract {
         }
         throw res
       }
-      const delay = this.#execEvenlyDelay(res)
-      if (delay === 0) return res
-      res.msBeforeNext = Math.max(res.msBeforeNext - delay, 0)
-      return new Promise((resolve) => setTimeout(resolve, delay, res))
+      return this._resolveEvenly(res)
     })
   }
 
@@ -46,7 +44,7 @@ class RateLimiterMemory extends RateLimiterAbstract {
 
   /** Takes `points` from `key` (a key without a count starts one below 0). */
   reward(key, points = 1, options = {}) {
-    return attempt(() => wholePoints(points)).then((whole) => this.#add(key, -whole, options).then(([, res]) => res))
+    return this.#add(key, points, options, -1).then(([, res]) => res)
   }
 
   /** Blocks `key` for `secDuration` seconds (0: for good). */
@@ -72,11 +70,12 @@ class RateLimiterMemory extends RateLimiterAbstract {
     return attempt(() => this.#counter.delete(this.getKey(key)))
   }
 
-  #add(key, points, options) {
+  /** Adds `points` (taken away with `sign` -1) to `key`: resolves `[rlKey, res]`. */
+  #add(key, points, options, sign = 1) {
     return attempt(() => {
       const rlKey = this.getKey(key)
       const durationMs = this._getKeySecDuration(options) * 1000
-      return this.#counter.add(rlKey, wholePoints(points), durationMs).then((reading) => [rlKey, this.#res(reading, reading.fresh)])
+      return this.#counter.add(rlKey, sign * wholePoints(points), durationMs).then((reading) => [rlKey, this.#res(reading, reading.fresh)])
     })
   }
 
@@ -88,21 +87,6 @@ class RateLimiterMemory extends RateLimiterAbstract {
 
   #res(reading, isFirstInDuration) {
     return new RateLimiterRes(Math.max(this.points - reading.points, 0), reading.msLeft, reading.points, isFirstInDuration)
-  }
-
-  #execEvenlyDelay(res) {
-    if (!(this.execEvenly && this.points > 0 && res.msBeforeNext > 0 && !res.isFirstInDuration)) return 0
-    const delay = Math.ceil(res.msBeforeNext / (res.remainingPoints + 2))
-    return delay < this.execEvenlyMinDelayMs ? res.consumedPoints * this.execEvenlyMinDelayMs : delay
-  }
-}
-
-/** `call()`'s promise, or a rejected one when it throws (a bad argument). */
-function attempt(call) {
-  try {
-    return Promise.resolve(call())
-  } catch (error) {
-    return Promise.reject(error)
   }
 }
 

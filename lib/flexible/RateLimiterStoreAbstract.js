@@ -5,6 +5,7 @@ const RateLimiterRes = require('./RateLimiterRes.js')
 const BlockedKeys = require('./BlockedKeys.js')
 const { missing } = require('./RateLimiterCompatibleAbstract.js')
 const { invalidOption, invalidOptionType } = require('./errors.js')
+const { attempt } = require('../attempt.js')
 
 /**
  * A limiter whose counts live in a store (Redis), as rate-limiter-flexible's store limiters:
@@ -110,21 +111,7 @@ class RateLimiterStoreAbstract extends RateLimiterInsuredAbstract {
       blocked.then(() => reject(res), reject)
       return
     }
-    const delay = this._execEvenlyDelay(res)
-    if (delay === 0) {
-      resolve(res)
-      return
-    }
-    // The answer tells the time left once the delay has passed.
-    res.msBeforeNext = Math.max(res.msBeforeNext - delay, 0)
-    setTimeout(resolve, delay, res)
-  }
-
-  /** With `execEvenly`, how long to hold an allowed action (0: not at all). */
-  _execEvenlyDelay(res) {
-    if (!(this.execEvenly && this.points > 0 && res.msBeforeNext > 0 && !res.isFirstInDuration)) return 0
-    const delay = Math.ceil(res.msBeforeNext / (res.remainingPoints + 2))
-    return delay < this.execEvenlyMinDelayMs ? res.consumedPoints * this.execEvenlyMinDelayMs : delay
+    this._resolveEvenly(res).then(resolve)
   }
 
   /** Whether `blockOnConsumed` is on: above 0 and above `points`. */
@@ -166,7 +153,7 @@ class RateLimiterStoreAbstract extends RateLimiterInsuredAbstract {
     const blockedMs = this.getInMemoryBlockMsBeforeExpire(rlKey)
     if (blockedMs > 0) return Promise.reject(new RateLimiterRes(0, blockedMs))
     return new Promise((resolve, reject) => {
-      settle(() => this._upsert(rlKey, pointsToConsume, this._getKeySecDuration(options) * 1000, false, options)).then(
+      attempt(() => this._upsert(rlKey, pointsToConsume, this._getKeySecDuration(options) * 1000, false, options)).then(
         (result) => this._afterConsume(resolve, reject, rlKey, pointsToConsume, result, options),
         reject,
       )
@@ -175,14 +162,14 @@ class RateLimiterStoreAbstract extends RateLimiterInsuredAbstract {
 
   _penalty(key, points = 1, options = {}) {
     const rlKey = this.getKey(key)
-    return settle(() => this._upsert(rlKey, points, this._getKeySecDuration(options) * 1000, false, options)).then((result) =>
+    return attempt(() => this._upsert(rlKey, points, this._getKeySecDuration(options) * 1000, false, options)).then((result) =>
       this._getRateLimiterRes(rlKey, points, result),
     )
   }
 
   _reward(key, points = 1, options = {}) {
     const rlKey = this.getKey(key)
-    return settle(() => this._upsert(rlKey, -points, this._getKeySecDuration(options) * 1000, false, options)).then((result) =>
+    return attempt(() => this._upsert(rlKey, -points, this._getKeySecDuration(options) * 1000, false, options)).then((result) =>
       this._getRateLimiterRes(rlKey, -points, result),
     )
   }
@@ -191,7 +178,7 @@ class RateLimiterStoreAbstract extends RateLimiterInsuredAbstract {
   get(key, options = {}) {
     const rlKey = this.getKey(key)
     return new Promise((resolve, reject) => {
-      settle(() => this._get(rlKey, options)).then(
+      attempt(() => this._get(rlKey, options)).then(
         (result) => resolve(result === null || result === undefined ? null : this._getRateLimiterRes(rlKey, 0, result)),
         (err) => this._handleError(err, 'get', resolve, reject, [key, options]),
       )
@@ -202,7 +189,7 @@ class RateLimiterStoreAbstract extends RateLimiterInsuredAbstract {
   delete(key, options = {}) {
     const rlKey = this.getKey(key)
     return new Promise((resolve, reject) => {
-      settle(() => this._delete(rlKey, options)).then(
+      attempt(() => this._delete(rlKey, options)).then(
         (deleted) => {
           this.#inMemoryBlockedKeys.delete(rlKey)
           resolve(deleted)
@@ -219,7 +206,7 @@ class RateLimiterStoreAbstract extends RateLimiterInsuredAbstract {
 
   _block(rlKey, initPoints, msDuration, options = {}) {
     return new Promise((resolve, reject) => {
-      settle(() => this._upsert(rlKey, initPoints, msDuration, true, options)).then(
+      attempt(() => this._upsert(rlKey, initPoints, msDuration, true, options)).then(
         () => resolve(new RateLimiterRes(0, msDuration > 0 ? msDuration : -1, initPoints)),
         (err) => this._handleError(err, 'block', resolve, reject, [this.parseKey(rlKey), msDuration / 1000, options]),
       )
@@ -228,7 +215,7 @@ class RateLimiterStoreAbstract extends RateLimiterInsuredAbstract {
 
   _set(rlKey, points, msDuration, options = {}) {
     return new Promise((resolve, reject) => {
-      settle(() => this._upsert(rlKey, points, msDuration, true, options)).then(
+      attempt(() => this._upsert(rlKey, points, msDuration, true, options)).then(
         () => resolve(new RateLimiterRes(0, msDuration > 0 ? msDuration : -1, points)),
         (err) => this._handleError(err, 'set', resolve, reject, [this.parseKey(rlKey), points, msDuration / 1000, options]),
       )
@@ -249,15 +236,6 @@ class RateLimiterStoreAbstract extends RateLimiterInsuredAbstract {
 
   _upsert() {
     throw missing("the method '_upsert'")
-  }
-}
-
-/** `call()`'s promise, or a rejected one when it throws. */
-function settle(call) {
-  try {
-    return Promise.resolve(call())
-  } catch (error) {
-    return Promise.reject(error)
   }
 }
 

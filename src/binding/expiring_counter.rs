@@ -97,6 +97,11 @@ fn values(reading: Option<Reading>) -> Values {
     }
 }
 
+/// A `delete`'s answer: 1 or 0, whether the key held a counter.
+fn deleted_values(deleted: bool) -> Values {
+    [f64::from(u8::from(deleted)), 0.0, 0.0, 0.0, 0.0]
+}
+
 /// A key's count and its expiry, counted from its first points: rate-limiter-flexible's layout
 /// and arithmetic, in memory or on Redis: the native engine under `ratekeeper/flexible`, which is
 /// the API to use.
@@ -302,7 +307,7 @@ fn answer_in_memory(
                 .get(key)
                 .is_some_and(|slot| counter::read(slot, now).is_some());
             store.remove(key);
-            [f64::from(u8::from(found)), 0.0, 0.0, 0.0, 0.0]
+            deleted_values(found)
         }
     })
 }
@@ -317,7 +322,7 @@ fn redis_values(mode: Mode, answer: redis::Value) -> Outcome<Values> {
     };
     if mode == Mode::Delete {
         let deleted = i64::from_redis_value(answer).map_err(|e| wrong(&e))?;
-        return Ok([f64::from(u8::from(deleted > 0)), 0.0, 0.0, 0.0, 0.0]);
+        return Ok(deleted_values(deleted > 0));
     }
     let reply = Vec::<i64>::from_redis_value(answer).map_err(|e| wrong(&e))?;
     match reply.as_slice() {
