@@ -51,6 +51,12 @@ export type JsBucketCircle = BucketCircleEngine
  */
 export declare class ExpiringCounterEngine {
   /**
+   * The in-memory fast path: a function `(mode, id, weight, now) => boolean` that
+   * answers a call with one string id into `out` (see `src/binding/fast.rs`), or `null`
+   * on Redis. Use the JavaScript class rather than this.
+   */
+  fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+  /**
    * Builds the counter in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
    */
@@ -58,17 +64,34 @@ export declare class ExpiringCounterEngine {
   /**
    * The engine's entry point: runs `mode` (0 add, 1 set, 2 get, 3 delete) for `key` with the
    * call options `{ points, durationMs, now }` (points a whole number of at most 2^53 - 1 in
-   * size, default 0; durationMs from 0, for never, to 1e12, default 0). The answer comes as
-   * `RollingWindow.run` describes; its numbers are the points, the milliseconds left (-1 for
-   * never), whether the call started the counter, and whether the key holds one.
+   * size, default 0; durationMs from 0, for never, to 1e12, default the engine's
+   * `durationMs`). The answer comes as `RollingWindow.run` describes; its numbers are the
+   * points, the milliseconds left (-1 for never), whether the call started the counter, and
+   * whether the key holds one.
    */
   run(mode: number, key: unknown, options: unknown, ticket: number, out: Float64Array): boolean
+  /**
+   * rate-limiter-flexible's RateLimiterUnion, atomic, on Redis: adds `points` to each of
+   * `keys` (1 to 64 whole Redis keys, on one Cluster slot), each starting its count for
+   * `durationsMs[i]` when absent, or to none when one would go over `limits[i]`; in one script
+   * call. Each key's answer comes under `tickets[i]`, as `run`'s: the points held (this call's
+   * included when none refused), the milliseconds left (-1 for never, 0 for no key), whether
+   * the call started the count, whether the key holds one, and whether it is one that refused.
+   * In memory (where each limiter has its own store) `lib/flexible/RateLimiterUnion.js`
+   * decides on its own, synchronously; this throws `ERR_INVALID_ARGUMENT` there.
+   */
+  union(keys: Array<unknown>, points: number, limits: Array<number>, durationsMs: Array<number>, tickets: Array<number>): void
   /**
    * Sweeps the in-memory store when no call used it since the last time (keys whose counter
    * has ended are given back even when no call comes): `lib/engine.js` calls it every
    * `periodMs`. Nothing on Redis.
    */
   sweepIfQuiet(periodMs: number): void
+  /**
+   * The in-memory store's live counters at `nowMs` (milliseconds since the epoch), for
+   * rate-limiter-flexible's `RateLimiterMemory.dump`. Throws `ERR_INVALID_ARGUMENT` on Redis.
+   */
+  dump(nowMs: number): Array<DumpedCounter>
   /** How many keys the in-memory store holds (always `0` on Redis). */
   get trackedIds(): number
   /** How many live keys the in-memory store evicted to stay within `maxKeys`. */
@@ -440,6 +463,16 @@ export interface DirectLaneAddress {
 /** The id of `store`, as the lanes' addresses name it (`takeDirectCall`). */
 export declare function directLaneStore(store: JsRedisStore): number
 
+/** A live counter of the in-memory store, as `dump` gives it. */
+export interface DumpedCounter {
+  /** Its key, as it was given. */
+  key: string
+  /** The points it holds. */
+  points: number
+  /** When it ends, in milliseconds since the epoch (of the calls' `now`); none when never. */
+  endsAtMs?: number
+}
+
 /**
  * The store options every engine takes besides its own (and its `namespace`, documented with
  * the key layout it names); the engines' constructors take `XOptions & EngineStoreOptions`.
@@ -467,7 +500,7 @@ export interface EngineStoreOptions {
  * Options of an expiring counter.
  *
  * ```js
- * new ExpiringCounterEngine({ namespace: 'rlflx:' }, store)
+ * new ExpiringCounterEngine({ namespace: 'rlflx:', durationMs: 60_000 }, store)
  * ```
  */
 export interface ExpiringCounterOptions {
@@ -476,6 +509,11 @@ export interface ExpiringCounterOptions {
    * (rate-limiter-flexible's layer passes whole keys, `keyPrefix:key`). Ignored in memory.
    */
   namespace?: string
+  /**
+   * The duration of a call that gives none, in milliseconds from 0 (never expires) to 1e12.
+   * Default `0`. The in-memory fast path (`fastPath`) always uses it.
+   */
+  durationMs?: number
 }
 
 /**

@@ -13,4 +13,13 @@ export const {
   RateLimiterMemory,
   RateLimiterRedis,
   RateLimiterValkey,
+  RateLimiterQueue,
+  RateLimiterQueueError,
+  BurstyRateLimiter,
+  RLWrapperBlackAndWhite,
+  RLWrapperTimeouts,
+  RateLimiterCluster,
+  RateLimiterClusterMaster,
+  RateLimiterClusterMasterPM2,
+  RateLimiterUnion,
 } = flexible

@@ -153,6 +153,31 @@ it('runs every limiter on the Cluster: ids over all masters, several ids of one 
   }
 })
 
+it('runs ratekeeper/flexible on the cluster: RateLimiterRedis on every master, and an atomic RateLimiterUnion of hash-tagged keys', { skip }, async () => {
+  const flexible = require('../flexible.js')
+  const perSecond = new flexible.RateLimiterRedis({ storeClient: store, keyPrefix: 'fx-second', points: 3, duration: 60 })
+  const perHour = new flexible.RateLimiterRedis({ storeClient: store, keyPrefix: 'fx-hour', points: 10, duration: 3600 })
+  const users = Array.from({ length: 30 }, (_, i) => `user-${i}`)
+  for (const user of users) {
+    assert.equal((await perSecond.consume(user, 3)).remainingPoints, 0)
+    assert.equal(await perSecond.consume(user).then(assert.fail, (res) => res.consumedPoints), 4)
+  }
+  const owner = await slotOwners()
+  assert.equal(new Set(users.map((user) => owner(`fx-second:${user}`))).size, 3)
+  // A union's keys differ by prefix: with a hash tag they share a slot, and it is one script call.
+  const union = new flexible.RateLimiterUnion(perSecond, perHour)
+  assert.equal(union.atomic, true)
+  const outcomes = await Promise.allSettled(Array.from({ length: 20 }, () => union.consume('{team-7}')))
+  assert.equal(outcomes.filter((o) => o.status === 'fulfilled').length, 3)
+  assert.deepEqual(
+    [(await perSecond.get('{team-7}')).consumedPoints, (await perHour.get('{team-7}')).consumedPoints],
+    [3, 3],
+  )
+  // Without one they would not: a clear error, nothing charged.
+  await assert.rejects(union.consume('team-8'), { name: 'RangeError', code: 'ERR_INVALID_ID', message: /share a hash tag/ })
+  assert.equal(await perHour.get('team-8'), null)
+})
+
 /** The port of the master that owns `key`'s slot, by the cluster's slot map (CLUSTER SLOTS). */
 async function slotOwners() {
   const client = new IORedis(cluster.nodes[0].port, '127.0.0.1')

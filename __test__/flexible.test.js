@@ -127,6 +127,57 @@ describe('RateLimiterMemory, beside rate-limiter-flexible', () => {
     assert.deepEqual(delays, [0, 2500, 2500, 2500])
   })
 
+  it('dumps what rate-limiter-flexible dumps, and each restores the other\'s dump to answer alike', async (t) => {
+    mock.timers.enable({ apis: ['Date', 'setTimeout'], now: T0 })
+    t.after(() => mock.timers.reset())
+    const sorted = (dump) => ({ ...dump, storage: [...dump.storage].sort((a, b) => String(a.key).localeCompare(String(b.key))) })
+    for (let seed = 1; seed <= 10; seed++) {
+      const options = OPTIONS[seed % OPTIONS.length]
+      const theirs = new rlf.RateLimiterMemory(options)
+      const ours = new flexible.RateLimiterMemory(options)
+      const steps = sequence(seed, 60, true)
+      for (const step of steps.slice(0, 30)) {
+        if (step[0] === 'tick') mock.timers.tick(step[1])
+        else await Promise.all([outcome(call(theirs, step)), outcome(call(ours, step))])
+      }
+      const [theirDump, ourDump] = [theirs.dump(), ours.dump()]
+      assert.deepEqual(sorted(ourDump), sorted(theirDump), `seed ${seed}`)
+      // Crossed over: rate-limiter-flexible from our dump, ours from theirs.
+      const [theirsFromOurs, oursFromTheirs] = [new rlf.RateLimiterMemory(options), new flexible.RateLimiterMemory(options)]
+      const counts = { invalid: 0, expired: 0, restored: theirDump.storage.length }
+      assert.deepEqual(theirsFromOurs.restore(ourDump), counts)
+      assert.deepEqual(oursFromTheirs.restore(theirDump), counts)
+      for (const [n, step] of steps.slice(30).entries()) {
+        if (step[0] === 'tick') {
+          mock.timers.tick(step[1])
+          continue
+        }
+        const [expected, actual] = [await outcome(call(theirsFromOurs, step)), await outcome(call(oursFromTheirs, step))]
+        assert.deepEqual(actual, expected, `seed ${seed}, step ${30 + n}: ${JSON.stringify(step)}`)
+      }
+    }
+  })
+
+  it('sorts a snapshot\'s items into invalid, expired and restored as rate-limiter-flexible does', (t) => {
+    mock.timers.enable({ apis: ['Date', 'setTimeout'], now: T0 })
+    t.after(() => mock.timers.reset())
+    const data = {
+      version: 1,
+      dumpedAt: T0 - 5000,
+      storage: [null, 7, { key: {}, value: 1, expiresAt: null }, { key: 'nan', value: NaN, expiresAt: null }, { key: 'when', value: 1, expiresAt: 'soon' },
+        { key: 'old', value: 3, expiresAt: T0 }, { key: 'live', value: 3, expiresAt: T0 + 4000 }, { key: 9, value: 1, expiresAt: null }],
+    }
+    const limiters = [new rlf.RateLimiterMemory({ points: 3, duration: 10 }), new flexible.RateLimiterMemory({ points: 3, duration: 10 })]
+    const [expected, actual] = limiters.map((limiter) => limiter.restore(data, true))
+    assert.deepEqual(actual, expected)
+    assert.deepEqual(actual.restored.keys, ['live', 9])
+    assert.equal(limiters[1].restore({ version: 2 }), undefined)
+    assert.deepEqual(limiters[1].restore({ version: 1 }), { invalid: 0, expired: 0, restored: 0 })
+    // A fraction of a point: rate-limiter-flexible takes it; ours counts whole points only.
+    assert.deepEqual(limiters[1].restore({ version: 1, storage: [{ key: 'f', value: 1.5, expiresAt: null }] }), { invalid: 1, expired: 0, restored: 0 })
+    return Promise.all(limiters.map((limiter) => limiter.get('live'))).then(([theirs, ours]) => assert.deepEqual(ours.toJSON(), theirs.toJSON()))
+  })
+
   it('keeps durations past 24.8 days (no timer per key)', async (t) => {
     mock.timers.enable({ apis: ['Date'], now: T0 })
     t.after(() => mock.timers.reset())

@@ -1,9 +1,9 @@
 'use strict'
 
-// Every code block of the README lives where it runs or type-checks, so that the README cannot
-// drift from the code: each ```js / ```ts block verbatim in __test__/types/ (type-checked by
-// types.test.js) or examples/ (run by their tests), and each ```sh block's commands are scripts
-// of package.json or files of the repository.
+// Every code block of the README and of the guides in docs/ lives where it runs or type-checks,
+// so that they cannot drift from the code: each ```js / ```ts block verbatim in __test__/types/
+// (type-checked by types.test.js) or examples/ (run by their tests), and each ```sh block's
+// commands are scripts of package.json or files of the repository.
 
 const { it } = require('node:test')
 const assert = require('node:assert/strict')
@@ -11,8 +11,12 @@ const fs = require('node:fs')
 const path = require('node:path')
 
 const root = path.join(__dirname, '..')
-const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
-const blocks = [...readme.matchAll(/^```(\w*)\n(.*?)^```$/gms)].map(([, lang, code]) => ({ lang, code, line: readme.slice(0, readme.indexOf(code)).split('\n').length }))
+// The README and the guides in docs/.
+const documents = ['README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((file) => file.endsWith('.md')).map((file) => `docs/${file}`)]
+const blocks = documents.flatMap((document) => {
+  const text = fs.readFileSync(path.join(root, document), 'utf8')
+  return [...text.matchAll(/^```(\w*)\n(.*?)^```$/gms)].map(([, lang, code]) => ({ lang, code, line: `${document}:${text.slice(0, text.indexOf(code)).split('\n').length}` }))
+})
 
 const sources = ['__test__/types', 'examples']
   .flatMap((dir) => fs.readdirSync(path.join(root, dir)).filter((file) => /\.(c|m)?(j|t)s$/.test(file)).map((file) => path.join(root, dir, file)))
@@ -20,12 +24,12 @@ const sources = ['__test__/types', 'examples']
 
 it('every block is labelled with its language', () => {
   assert.ok(blocks.length >= 20, `${blocks.length} blocks`)
-  for (const { lang, line } of blocks) assert.ok(['js', 'ts', 'sh', 'text'].includes(lang), `README.md:${line}: \`\`\`${lang}`)
+  for (const { lang, line } of blocks) assert.ok(['js', 'ts', 'sh', 'text'].includes(lang), `${line}: \`\`\`${lang}`)
 })
 
 it('every JavaScript and TypeScript block is in __test__/types/ or examples/, verbatim', () => {
   for (const { lang, code, line } of blocks.filter((block) => block.lang === 'js' || block.lang === 'ts')) {
-    assert.ok(sources.some((source) => source.includes(code)), `README.md:${line} is in no file of __test__/types/ or examples/:\n${code}`)
+    assert.ok(sources.some((source) => source.includes(code)), `${line} is in no file of __test__/types/ or examples/:\n${code}`)
   }
 })
 
@@ -34,9 +38,9 @@ it('every shell block runs scripts of package.json and files that exist', () => 
   for (const { code, line } of blocks.filter((block) => block.lang === 'sh')) {
     for (const command of code.split('\n').flatMap((text) => text.replace(/#.*/, '').split('&&')).map((text) => text.trim()).filter(Boolean)) {
       const script = command.match(/^npm (?:run )?(\w[\w:-]*)/)
-      if (script && !['install', 'i'].includes(script[1])) assert.ok(scripts[script[1]], `README.md:${line}: no script ${script[1]}`)
+      if (script && !['install', 'i'].includes(script[1])) assert.ok(scripts[script[1]], `${line}: no script ${script[1]}`)
       const file = command.match(/^node (\S+\.m?js)/)
-      if (file) assert.ok(fs.existsSync(path.join(root, file[1])), `README.md:${line}: no file ${file[1]}`)
+      if (file) assert.ok(fs.existsSync(path.join(root, file[1])), `${line}: no file ${file[1]}`)
     }
   }
 })

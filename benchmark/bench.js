@@ -31,6 +31,7 @@ const redisGcra = require('redis-gcra')
 const { Ratelimit: UpstashRatelimit } = require('@upstash/ratelimit')
 
 const ratekeeper = require('..')
+const ratekeeperFlexible = require('../flexible.js')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
 const { httpBenchmark, redisCpuSeconds } = require('./http.js')
 const { writeResults } = require('./results.js')
@@ -44,6 +45,12 @@ const ID_COUNTS = args.ids ? [args.ids] : [10, 10_000]
 const WINDOW = { interval: 60_000, maxInInterval: 100 }
 const FIXED = { limits: [{ duration: 60_000, limit: 100 }] }
 const FLEXIBLE = { points: 100, duration: 60 }
+// A union of three: per minute, per 10 minutes and per hour (the first decides the benchmark's calls).
+const FLEXIBLE_UNION = [
+  { keyPrefix: 'union-minute', points: 100, duration: 60 },
+  { keyPrefix: 'union-ten', points: 1000, duration: 600 },
+  { keyPrefix: 'union-hour', points: 10_000, duration: 3600 },
+]
 // 100 at once, 100 per minute sustained: the same bucket for every bucket-like library.
 const BUCKET = { capacity: 100, refillAmount: 100, refillInterval: 60_000 }
 const GCRA = { limit: 100, period: 60_000, burst: 100 }
@@ -475,6 +482,28 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
       ours: () => verdictSync(new ratekeeper.FixedWindow(FIXED)),
       theirs: () => rateLimiterFlexible(new flexible.RateLimiterMemory(FLEXIBLE)),
       sync: ['ours'],
+    },
+    // ratekeeper/flexible, the drop-in: the same class and options as the peer's, over the same
+    // ioredis client (ratekeeper opens its own connection from the client's options).
+    {
+      name: 'flexible drop-in, Redis',
+      peer: 'rate-limiter-flexible (RateLimiterRedis, ioredis, auto-pipelining under load)',
+      ours: () => rateLimiterFlexible(new ratekeeperFlexible.RateLimiterRedis({ storeClient: ioredis, keyPrefix: 'bench-drop-in', ...FLEXIBLE })),
+      theirs: () => rateLimiterFlexible(new flexible.RateLimiterRedis({ storeClient: ioredis, keyPrefix: 'bench-flexible', ...FLEXIBLE })),
+      ...onRedis,
+    },
+    {
+      name: 'flexible drop-in, in memory',
+      peer: 'rate-limiter-flexible (RateLimiterMemory)',
+      ours: () => rateLimiterFlexible(new ratekeeperFlexible.RateLimiterMemory(FLEXIBLE)),
+      theirs: () => rateLimiterFlexible(new flexible.RateLimiterMemory(FLEXIBLE)),
+    },
+    {
+      name: 'flexible drop-in, Union of 3, Redis',
+      peer: 'rate-limiter-flexible (RateLimiterUnion of 3 RateLimiterRedis, ioredis, auto-pipelining under load)',
+      ours: () => rateLimiterFlexible(new ratekeeperFlexible.RateLimiterUnion(...FLEXIBLE_UNION.map((options) => new ratekeeperFlexible.RateLimiterRedis({ storeClient: ioredis, ...options })))),
+      theirs: () => rateLimiterFlexible(new flexible.RateLimiterUnion(...FLEXIBLE_UNION.map((options) => new flexible.RateLimiterRedis({ storeClient: ioredis, ...options })))),
+      ...onRedis,
     },
     {
       name: 'bucket circle (redback), Redis',

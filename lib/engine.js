@@ -179,6 +179,43 @@ function run(engine, mode, id, options, decode) {
   })
 }
 
+/**
+ * Runs a native call that answers under `count` tickets (the expiring counter's union, one answer
+ * per key): `start(tickets)` makes it, and must throw or leave every answer to Redis. Resolves
+ * the answers, each `decode(values, offset)`, in the tickets' order.
+ */
+function runTogether(count, start, decode) {
+  const tickets = []
+  const release = () => tickets.forEach((ticket) => freeSlots.push(ticket % MAX_SLOTS))
+  for (let i = 0; i < count; i++) {
+    const ticket = takeSlot()
+    if (ticket === -1) {
+      release()
+      return Promise.reject(plainError('ERR_STORE_UNAVAILABLE', `${MAX_SLOTS} calls are already waiting for Redis`))
+    }
+    tickets.push(ticket)
+  }
+  try {
+    start(tickets)
+  } catch (error) {
+    release()
+    return Promise.reject(error)
+  }
+  sendSoon()
+  return Promise.all(
+    tickets.map(
+      (ticket) =>
+        new Promise((resolve, reject) => {
+          const slot = ticket % MAX_SLOTS
+          slotTickets[slot] = ticket
+          resolvers[slot] = resolve
+          rejecters[slot] = reject
+          decoders[slot] = decode
+        }),
+    ),
+  )
+}
+
 // The fast path's options (see `fastOptions`): NaN when not given.
 let fastNumber = NaN
 let fastNow = NaN
@@ -365,4 +402,4 @@ function inMemory(options) {
   return rest
 }
 
-module.exports = { run, sendSoon, settleAnswers, check, runner, syncCaller, storeErrorPolicy, inMemory, sweepQuietStores }
+module.exports = { run, runTogether, sendSoon, settleAnswers, check, runner, syncCaller, storeErrorPolicy, inMemory, sweepQuietStores }

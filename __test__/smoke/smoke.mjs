@@ -10,6 +10,8 @@ import RateLimiter, {
   getCurrentMicroseconds, millisecondsToMicroseconds, microsecondsToMilliseconds, microsecondsToSeconds,
 } from 'ratekeeper'
 import { Store } from 'ratekeeper/express-rate-limit'
+import * as flexible from 'ratekeeper/flexible'
+import FlexibleMemory from 'ratekeeper/flexible/lib/RateLimiterMemory'
 import { createRequire } from 'node:module'
 import assert from 'node:assert/strict'
 import express from 'express'
@@ -105,6 +107,32 @@ for (const [storeName, client] of Object.entries(stores)) {
     } finally {
       server.close()
     }
+  })
+}
+
+check('ratekeeper/flexible: import, require and lib/<Name> give the same classes', () => {
+  const required = createRequire(import.meta.url)('ratekeeper/flexible')
+  const names = ['RateLimiterMemory', 'RateLimiterRedis', 'RateLimiterValkey', 'RateLimiterUnion', 'RateLimiterQueue', 'RateLimiterQueueError', 'BurstyRateLimiter',
+    'RLWrapperBlackAndWhite', 'RLWrapperTimeouts', 'RateLimiterCluster', 'RateLimiterClusterMaster', 'RateLimiterClusterMasterPM2', 'RateLimiterRes', 'RateLimiterAbstract']
+  for (const name of names) assert.ok(typeof flexible[name] === 'function' && flexible[name] === required[name], name)
+  assert.equal(FlexibleMemory, flexible.RateLimiterMemory)
+})
+
+for (const [storeName, client] of Object.entries(stores)) {
+  const make = (options) => (client ? new flexible.RateLimiterRedis({ storeClient: process.env.REDIS_URL, ...options }) : new flexible.RateLimiterMemory(options))
+  check(`ratekeeper/flexible on ${storeName}: consume, a refusal, an atomic union`, async () => {
+    const second = make({ keyPrefix: `smoke-second${run}`, points: 2, duration: 1 })
+    const hour = make({ keyPrefix: `smoke-hour${run}`, points: 100, duration: 3600 })
+    const first = await second.consume('ip')
+    assert.deepEqual([first.remainingPoints, first.consumedPoints, first.isFirstInDuration], [1, 1, true])
+    await second.consume('ip')
+    const refused = await second.consume('ip').then(() => null, (res) => res)
+    assert.ok(refused instanceof flexible.RateLimiterRes && refused.consumedPoints === 3 && refused.msBeforeNext > 0 && refused.msBeforeNext <= 1000)
+    const union = new flexible.RateLimiterUnion(second, hour)
+    assert.equal(union.atomic, true)
+    const rejection = await union.consume('ip').then(() => null, (refusals) => refusals)
+    assert.deepEqual(Object.keys(rejection), [`smoke-second${run}`])
+    assert.equal(await hour.get('ip'), null) // charged nothing
   })
 }
 

@@ -2,7 +2,7 @@
 
 const RateLimiterStoreAbstract = require('./RateLimiterStoreAbstract.js')
 const RateLimiterRes = require('./RateLimiterRes.js')
-const { ExpiringCounter } = require('./counter.js')
+const { ExpiringCounter, counterOf } = require('./counter.js')
 const { wholePoints } = require('./points.js')
 const { resolveStore } = require('../store.js')
 const { invalidOptionType } = require('./errors.js')
@@ -36,6 +36,11 @@ class RateLimiterRedis extends RateLimiterStoreAbstract {
     /** Accepted for rate-limiter-flexible's sake; ratekeeper reads the client's type itself. */
     this.useRedisPackage = Boolean(opts.useRedisPackage)
     this.useRedis3AndLowerPackage = opts.useRedis3AndLowerPackage
+  }
+
+  /** Its counter, for RateLimiterUnion. */
+  get [counterOf]() {
+    return this.#counter
   }
 
   _getRateLimiterRes(rlKey, changedPoints, result) {

@@ -7,7 +7,7 @@
  */
 
 const { ExpiringCounterEngine } = require('../native.js')
-const { runner } = require('../engine.js')
+const { runner, runTogether, syncCaller } = require('../engine.js')
 
 // The modes of ExpiringCounterEngine.run.
 const ADD = 0
@@ -18,17 +18,49 @@ const DELETE = 3
 /** `{ points, msLeft, fresh }` (msLeft -1: never expires), or null when the key holds nothing. */
 const decodeReading = (values, i) => (values[i + 3] === 1 ? { points: values[i], msLeft: values[i + 1], fresh: values[i + 2] === 1 } : null)
 const decodeDeleted = (values, i) => values[i] === 1
+/** A union's answer for one key: `{ points, msLeft, fresh, found, refused }`. */
+const decodeUnion = (values, i) => ({
+  points: values[i],
+  msLeft: values[i + 1],
+  fresh: values[i + 2] === 1,
+  found: values[i + 3] === 1,
+  refused: values[i + 4] === 1,
+})
+
+/** Where the in-memory fast path writes its answers (src/binding/fast.rs). */
+const out = new Float64Array(5)
+
+/** The limiters' own counter, for RateLimiterUnion: `limiter[counterOf]` (undefined for others). */
+const counterOf = Symbol('ratekeeper/flexible counter')
 
 class ExpiringCounter {
+  #engine
   #call
+  #callNow
+  /** In memory: `(mode, key, points, now) => boolean`, for calls of `durationMs`. */
+  #fast
+  #durationMs
+  #store
   /** In memory, the app's clock decides (`Date.now()`, which fake timers drive); on Redis, the keys' TTLs. */
   #local
 
-  /** In memory, or on `store` (a RedisStore) when one is given. */
-  constructor(store) {
-    const engine = new ExpiringCounterEngine({}, store)
-    this.#call = runner(engine, 'reject', null, {})
+  /**
+   * In memory, or on `store` (a RedisStore) when one is given. `durationMs`: the duration most
+   * calls give (the limiter's), which the in-memory fast path takes.
+   */
+  constructor(store, durationMs = 0) {
+    this.#engine = new ExpiringCounterEngine({ durationMs }, store)
+    this.#call = runner(this.#engine, 'reject', null, {})
+    this.#callNow = syncCaller(this.#engine, store !== null, 'ExpiringCounter')
+    this.#fast = store === null ? this.#engine.fastPath(out) : null
+    this.#durationMs = durationMs
+    this.#store = store
     this.#local = store === null
+  }
+
+  /** The RedisStore the counts are on, or null in memory. */
+  get store() {
+    return this.#store
   }
 
   #options(points, durationMs) {
@@ -54,6 +86,37 @@ class ExpiringCounter {
   delete(key) {
     return this.#call(DELETE, key, this.#options(0, 0), decodeDeleted)
   }
+
+  /** In memory: `add`, answered at once. */
+  addNow(key, points, durationMs) {
+    if (durationMs === this.#durationMs && typeof key === 'string' && this.#fast(ADD, key, points, Date.now())) return decodeReading(out, 0)
+    return this.#callNow(ADD, key, this.#options(points, durationMs), decodeReading)
+  }
+
+  /** In memory: `set`, answered at once. */
+  setNow(key, points, durationMs) {
+    return this.#callNow(SET, key, this.#options(points, durationMs), decodeReading)
+  }
+
+  /** In memory: `get`, answered at once. */
+  getNow(key) {
+    return this.#callNow(GET, key, this.#options(0, 0), decodeReading)
+  }
+
+  /** In memory: every live count at `nowMs`, as `[{ key, points, endsAtMs }]` (no `endsAtMs`: never ends). */
+  dump(nowMs) {
+    return this.#engine.dump(nowMs)
+  }
+
+  /**
+   * On Redis, in one script call: adds `points` to each of `keys` (each starting its count for
+   * `durationsMs[i]` when absent), or to none when one would go over `limits[i]`. Resolves each
+   * key's `{ points, msLeft, fresh, found, refused }`: what it holds after the call, and whether
+   * it is one that refused.
+   */
+  union(keys, points, limits, durationsMs) {
+    return runTogether(keys.length, (tickets) => this.#engine.union(keys, points, limits, durationsMs, tickets), decodeUnion)
+  }
 }
 
-module.exports = { ExpiringCounter }
+module.exports = { ExpiringCounter, counterOf }

@@ -16,4 +16,13 @@ module.exports = {
   RateLimiterMemory: require('./RateLimiterMemory.js'),
   RateLimiterRedis: require('./RateLimiterRedis.js'),
   RateLimiterValkey: require('./RateLimiterValkey.js'),
+  RateLimiterQueue: require('./RateLimiterQueue.js'),
+  RateLimiterQueueError: require('./RateLimiterQueueError.js'),
+  BurstyRateLimiter: require('./BurstyRateLimiter.js'),
+  RLWrapperBlackAndWhite: require('./RLWrapperBlackAndWhite.js'),
+  RLWrapperTimeouts: require('./RLWrapperTimeouts.js'),
+  RateLimiterCluster: require('./RateLimiterCluster.js').RateLimiterCluster,
+  RateLimiterClusterMaster: require('./RateLimiterCluster.js').RateLimiterClusterMaster,
+  RateLimiterClusterMasterPM2: require('./RateLimiterCluster.js').RateLimiterClusterMasterPM2,
+  RateLimiterUnion: require('./RateLimiterUnion.js'),
 }

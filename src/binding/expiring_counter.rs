@@ -12,6 +12,7 @@ use redis::{FromRedisValue, Script};
 
 use super::backend::{local_now, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values};
+use super::fast::FastRun;
 use super::input::id;
 use super::js_error;
 use super::options::OptionsReader;
@@ -19,9 +20,13 @@ use super::redis_store::JsRedisStore;
 use crate::error::{ErrorCode, Failure, Outcome};
 use crate::expiring_counter::{self as counter, Counter, Reading};
 use crate::store::batch::ScriptBatcher;
+use crate::store::slot::check_one_slot;
 use crate::time::{millis_to_micros, now_argument, Micros, MAX_DURATION_MS};
 
 static SCRIPT: LazyLock<Script> = lua_script!("expiring_counter");
+
+/// The most keys one union call takes.
+const MAX_UNION_KEYS: usize = 64;
 
 /// The largest count a call may add or set: 2^53 - 1, the largest whole number a JavaScript
 /// number holds exactly.
@@ -30,13 +35,16 @@ const MAX_POINTS: f64 = 9_007_199_254_740_991.0;
 /// Options of an expiring counter.
 ///
 /// ```js
-/// new ExpiringCounterEngine({ namespace: 'rlflx:' }, store)
+/// new ExpiringCounterEngine({ namespace: 'rlflx:', durationMs: 60_000 }, store)
 /// ```
 #[napi(object)]
 pub struct ExpiringCounterOptions {
     /// Prefix of the Redis keys: a key's count is a string at `namespace + key`. Default `''`
     /// (rate-limiter-flexible's layer passes whole keys, `keyPrefix:key`). Ignored in memory.
     pub namespace: Option<String>,
+    /// The duration of a call that gives none, in milliseconds from 0 (never expires) to 1e12.
+    /// Default `0`. The in-memory fast path (`fastPath`) always uses it.
+    pub duration_ms: Option<f64>,
 }
 
 /// What `run` does.
@@ -55,10 +63,7 @@ impl Mode {
             1 => Ok(Mode::Set),
             2 => Ok(Mode::Get),
             3 => Ok(Mode::Delete),
-            _ => Err(Failure::range_error(
-                ErrorCode::InvalidArgument,
-                format!("unknown mode {code}"),
-            )),
+            _ => Err(invalid_argument(format!("unknown mode {code}"))),
         }
     }
 
@@ -102,13 +107,70 @@ fn deleted_values(deleted: bool) -> Values {
     [f64::from(u8::from(deleted)), 0.0, 0.0, 0.0, 0.0]
 }
 
+/// One key's counter in memory, with the key itself, for `dump` (ids are otherwise kept only as
+/// their hash).
+#[derive(Default)]
+struct Slot {
+    counter: Option<Counter>,
+    key: Box<str>,
+}
+
+fn is_idle(slot: &Slot, now: Micros) -> bool {
+    counter::is_idle(&slot.counter, now)
+}
+
+/// A live counter of the in-memory store, as `dump` gives it.
+#[napi(object)]
+pub struct DumpedCounter {
+    /// Its key, as it was given.
+    pub key: String,
+    /// The points it holds.
+    pub points: f64,
+    /// When it ends, in milliseconds since the epoch (of the calls' `now`); none when never.
+    pub ends_at_ms: Option<f64>,
+}
+
 /// A key's count and its expiry, counted from its first points: rate-limiter-flexible's layout
 /// and arithmetic, in memory or on Redis: the native engine under `ratekeeper/flexible`, which is
 /// the API to use.
 #[napi(js_name = "ExpiringCounterEngine")]
 pub struct JsExpiringCounter {
-    backend: Backend<Option<Counter>>,
+    backend: Backend<Slot>,
     batcher: Option<ScriptBatcher>,
+    /// `durationMs`: a call's duration when it gives none.
+    duration_ms: f64,
+}
+
+crate::fast_path_method!(JsExpiringCounter);
+
+impl FastRun for JsExpiringCounter {
+    fn in_memory(&self) -> bool {
+        matches!(self.backend, Backend::Memory(_))
+    }
+
+    /// `weight` is the call's points; its duration is always the engine's `durationMs`.
+    fn run_fast(&self, mode: u32, id: &str, points: f64, now: f64) -> Outcome<Option<Values>> {
+        let Backend::Memory(store) = &self.backend else {
+            return Ok(None);
+        };
+        let (Ok(mode), Ok(points)) = (Mode::from_code(mode), checked_points(points)) else {
+            return Ok(None);
+        };
+        let now = match now {
+            now if now.is_nan() => None,
+            now => match now_argument(now) {
+                Ok(now) => Some(now),
+                Err(_) => return Ok(None),
+            },
+        };
+        let call = Call {
+            mode,
+            points,
+            duration_ms: self.duration_ms,
+            now,
+        };
+        answer_in_memory(&mut store.borrow_mut(), id, &call).map(Some)
+    }
 }
 
 #[napi]
@@ -126,9 +188,10 @@ impl JsExpiringCounter {
 
     /// The engine's entry point: runs `mode` (0 add, 1 set, 2 get, 3 delete) for `key` with the
     /// call options `{ points, durationMs, now }` (points a whole number of at most 2^53 - 1 in
-    /// size, default 0; durationMs from 0, for never, to 1e12, default 0). The answer comes as
-    /// `RollingWindow.run` describes; its numbers are the points, the milliseconds left (-1 for
-    /// never), whether the call started the counter, and whether the key holds one.
+    /// size, default 0; durationMs from 0, for never, to 1e12, default the engine's
+    /// `durationMs`). The answer comes as `RollingWindow.run` describes; its numbers are the
+    /// points, the milliseconds left (-1 for never), whether the call started the counter, and
+    /// whether the key holds one.
     #[napi(
         catch_unwind,
         ts_args_type = "mode: number, key: unknown, options: unknown, ticket: number, out: Float64Array"
@@ -146,13 +209,43 @@ impl JsExpiringCounter {
             .map_err(|failure| js_error(&env, failure))
     }
 
+    /// rate-limiter-flexible's RateLimiterUnion, atomic, on Redis: adds `points` to each of
+    /// `keys` (1 to 64 whole Redis keys, on one Cluster slot), each starting its count for
+    /// `durationsMs[i]` when absent, or to none when one would go over `limits[i]`; in one script
+    /// call. Each key's answer comes under `tickets[i]`, as `run`'s: the points held (this call's
+    /// included when none refused), the milliseconds left (-1 for never, 0 for no key), whether
+    /// the call started the count, whether the key holds one, and whether it is one that refused.
+    /// In memory (where each limiter has its own store) `lib/flexible/RateLimiterUnion.js`
+    /// decides on its own, synchronously; this throws `ERR_INVALID_ARGUMENT` there.
+    #[napi(catch_unwind)]
+    pub fn union(
+        &self,
+        env: Env,
+        keys: Vec<Unknown>,
+        points: f64,
+        limits: Vec<f64>,
+        durations_ms: Vec<f64>,
+        tickets: Vec<f64>,
+    ) -> napi::Result<()> {
+        self.union_on_redis(&env, keys, points, &limits, &durations_ms, &tickets)
+            .map_err(|failure| js_error(&env, failure))
+    }
+
     /// Sweeps the in-memory store when no call used it since the last time (keys whose counter
     /// has ended are given back even when no call comes): `lib/engine.js` calls it every
     /// `periodMs`. Nothing on Redis.
     #[napi(catch_unwind)]
     pub fn sweep_if_quiet(&self, period_ms: f64) {
         self.backend
-            .sweep_if_quiet(millis_to_micros(period_ms), counter::is_idle);
+            .sweep_if_quiet(millis_to_micros(period_ms), is_idle);
+    }
+
+    /// The in-memory store's live counters at `nowMs` (milliseconds since the epoch), for
+    /// rate-limiter-flexible's `RateLimiterMemory.dump`. Throws `ERR_INVALID_ARGUMENT` on Redis.
+    #[napi(catch_unwind)]
+    pub fn dump(&self, env: Env, now_ms: f64) -> napi::Result<Vec<DumpedCounter>> {
+        self.dump_memory(now_ms)
+            .map_err(|failure| js_error(&env, failure))
     }
 
     /// How many keys the in-memory store holds (always `0` on Redis).
@@ -175,6 +268,7 @@ impl JsExpiringCounter {
             false,
         )?;
         let backend = Backend::from_options(&mut r, store, "")?;
+        let duration_ms = checked_duration(r.number("durationMs")?.unwrap_or(0.0))?;
         r.finish()?;
         let batcher = match &backend {
             Backend::Redis(target) => Some(ScriptBatcher::new(
@@ -185,7 +279,11 @@ impl JsExpiringCounter {
             )),
             Backend::Memory(_) => None,
         };
-        Ok(Self { backend, batcher })
+        Ok(Self {
+            backend,
+            batcher,
+            duration_ms,
+        })
     }
 
     fn dispatch(
@@ -199,7 +297,7 @@ impl JsExpiringCounter {
     ) -> Outcome<bool> {
         let ticket = Ticket::from_number(ticket)?;
         let key = id(key)?;
-        let call = read_call(Mode::from_code(mode)?, options)?;
+        let call = read_call(Mode::from_code(mode)?, options, self.duration_ms)?;
         match &self.backend {
             Backend::Memory(store) => {
                 let answer = answer_in_memory(&mut store.borrow_mut(), &key, &call)?;
@@ -249,36 +347,146 @@ impl JsExpiringCounter {
     }
 }
 
-fn read_call(mode: Mode, options: Option<Unknown>) -> Outcome<Call> {
+impl JsExpiringCounter {
+    fn dump_memory(&self, now_ms: f64) -> Outcome<Vec<DumpedCounter>> {
+        let Backend::Memory(store) = &self.backend else {
+            return Err(invalid_argument("dump lists the in-memory store only"));
+        };
+        let now = now_argument(now_ms)?;
+        Ok(store
+            .borrow()
+            .states()
+            .filter_map(|slot| {
+                let reading = counter::read(&slot.counter, now)?;
+                Some(DumpedCounter {
+                    key: slot.key.to_string(),
+                    points: reading.points as f64,
+                    ends_at_ms: reading.left.map(|left| (now + left) as f64 / 1000.0),
+                })
+            })
+            .collect())
+    }
+
+    fn union_on_redis(
+        &self,
+        env: &Env,
+        keys: Vec<Unknown>,
+        points: f64,
+        limits: &[f64],
+        durations_ms: &[f64],
+        tickets: &[f64],
+    ) -> Outcome<()> {
+        let (Backend::Redis(target), Some(batcher)) = (&self.backend, &self.batcher) else {
+            return Err(invalid_argument(
+                "the union runs on Redis only: in memory each limiter answers from its own store",
+            ));
+        };
+        let count = keys.len();
+        if !(1..=MAX_UNION_KEYS).contains(&count)
+            || [limits.len(), durations_ms.len(), tickets.len()] != [count; 3]
+        {
+            return Err(invalid_argument(format!(
+                "a union takes 1 to {MAX_UNION_KEYS} keys, each with its limit, duration and ticket"
+            )));
+        }
+        let points = checked_points(points)?;
+        let mut spec = String::new();
+        for (&limit, &duration_ms) in limits.iter().zip(durations_ms) {
+            if !limit.is_finite() {
+                return Err(invalid_argument(format!(
+                    "a union's limits must be finite, got {limit}"
+                )));
+            }
+            checked_duration(duration_ms)?;
+            spec.push_str(&format!("{limit} {} ", duration_ms.ceil() as i64));
+        }
+        let keys = keys
+            .into_iter()
+            .map(|key| target.key(Some(&id(key)?)))
+            .collect::<Outcome<Vec<_>>>()?;
+        check_one_slot(target.store.config(), &keys)?;
+        let tickets = tickets
+            .iter()
+            .map(|&ticket| Ticket::from_number(ticket))
+            .collect::<Outcome<Vec<_>>>()?;
+        let replies = tickets
+            .into_iter()
+            .map(|ticket| dispatch::begin(env, ticket))
+            .collect::<Outcome<Vec<_>>>()?;
+        let args = vec!["union".to_owned(), points.to_string(), spec];
+        batcher.submit(
+            keys,
+            args,
+            Box::new(move |answer| {
+                match answer.and_then(|answer| union_values(answer.value, replies.len())) {
+                    Ok(values) => replies
+                        .into_iter()
+                        .zip(values)
+                        .for_each(|(reply, values)| reply.send(Ok(values))),
+                    Err(failure) => replies
+                        .into_iter()
+                        .for_each(|reply| reply.send(Err(failure.clone()))),
+                }
+            }),
+            None,
+        );
+        Ok(())
+    }
+}
+
+fn invalid_argument(message: impl Into<String>) -> Failure {
+    Failure::range_error(ErrorCode::InvalidArgument, message)
+}
+
+/// A count to add or set, as a whole number of at most 2^53 - 1 in size.
+fn checked_points(points: f64) -> Outcome<i64> {
+    if points.fract() != 0.0 || points.abs() > MAX_POINTS {
+        return Err(invalid_argument(format!(
+            "`points` must be a whole number of at most 2^53 - 1 in size, got {points}"
+        )));
+    }
+    Ok(points as i64)
+}
+
+/// A duration in milliseconds, from 0 (never expires) to [`MAX_DURATION_MS`].
+fn checked_duration(duration_ms: f64) -> Outcome<f64> {
+    if !(0.0..=MAX_DURATION_MS).contains(&duration_ms) {
+        return Err(invalid_argument(format!(
+            "`durationMs` must be milliseconds from 0 (never expires) to {MAX_DURATION_MS:e}, got {duration_ms}"
+        )));
+    }
+    Ok(duration_ms)
+}
+
+fn read_call(mode: Mode, options: Option<Unknown>, default_duration_ms: f64) -> Outcome<Call> {
     let mut r = OptionsReader::new(options, "call options", ErrorCode::InvalidArgument, true)?;
     let points = r.number("points")?.unwrap_or(0.0);
-    let duration_ms = r.number("durationMs")?.unwrap_or(0.0);
+    let duration_ms = r.number("durationMs")?.unwrap_or(default_duration_ms);
     let now = r.number("now")?.map(now_argument).transpose()?;
     r.finish()?;
-    if points.fract() != 0.0 || points.abs() > MAX_POINTS {
-        return Err(Failure::range_error(
-            ErrorCode::InvalidArgument,
-            format!("`points` must be a whole number of at most 2^53 - 1 in size, got {points}"),
-        ));
-    }
-    if !(0.0..=MAX_DURATION_MS).contains(&duration_ms) {
-        return Err(Failure::range_error(
-            ErrorCode::InvalidArgument,
-            format!(
-                "`durationMs` must be milliseconds from 0 (never expires) to {MAX_DURATION_MS:e}, got {duration_ms}"
-            ),
-        ));
-    }
     Ok(Call {
         mode,
-        points: points as i64,
-        duration_ms,
+        points: checked_points(points)?,
+        duration_ms: checked_duration(duration_ms)?,
         now,
     })
 }
 
+/// The counter of `key`, to write: its slot keeps the key, for `dump`.
+fn written<'a>(
+    store: &'a mut crate::store::memory::MemoryStore<Slot>,
+    key: &str,
+    now: Micros,
+) -> &'a mut Option<Counter> {
+    let slot = store.entry(key, now, is_idle);
+    if slot.key.is_empty() {
+        slot.key = key.into();
+    }
+    &mut slot.counter
+}
+
 fn answer_in_memory(
-    store: &mut crate::store::memory::MemoryStore<Option<Counter>>,
+    store: &mut crate::store::memory::MemoryStore<Slot>,
     key: &str,
     call: &Call,
 ) -> Outcome<Values> {
@@ -290,41 +498,78 @@ fn answer_in_memory(
     };
     Ok(match call.mode {
         Mode::Add => values(Some(counter::add(
-            store.entry(key, now, counter::is_idle),
+            written(store, key, now),
             call.points,
             duration,
             now,
         )?)),
         Mode::Set => values(Some(counter::set(
-            store.entry(key, now, counter::is_idle),
+            written(store, key, now),
             call.points,
             duration,
             now,
         ))),
-        Mode::Get => values(store.get(key).and_then(|slot| counter::read(slot, now))),
+        Mode::Get => values(
+            store
+                .get(key)
+                .and_then(|slot| counter::read(&slot.counter, now)),
+        ),
         Mode::Delete => {
             let found = store
                 .get(key)
-                .is_some_and(|slot| counter::read(slot, now).is_some());
+                .is_some_and(|slot| counter::read(&slot.counter, now).is_some());
             store.remove(key);
             deleted_values(found)
         }
     })
 }
 
+fn wrong_answer(e: &dyn std::fmt::Display) -> Failure {
+    Failure::error(
+        ErrorCode::StoreError,
+        format!("the expiring counter's script answered: {e}"),
+    )
+}
+
+/// The script's answer to a union of `count` keys: each key's numbers, as `values` gives them,
+/// with a fifth, 1 for a key that refused.
+fn union_values(answer: redis::Value, count: usize) -> Outcome<Vec<Values>> {
+    let keys = Vec::<Vec<i64>>::from_redis_value(answer).map_err(|e| wrong_answer(&e))?;
+    if keys.len() != count {
+        return Err(wrong_answer(&format!(
+            "{} keys' answers for {count} keys",
+            keys.len()
+        )));
+    }
+    keys.iter()
+        .map(|key| match key.as_slice() {
+            &[points, left, fresh, refused] => {
+                let found = left != -2;
+                let left = match left {
+                    -2 => 0.0,
+                    -1 => -1.0,
+                    left => left as f64,
+                };
+                Ok([
+                    points as f64,
+                    left,
+                    f64::from(u8::from(fresh == 1)),
+                    f64::from(u8::from(found)),
+                    refused as f64,
+                ])
+            }
+            _ => Err(wrong_answer(&"not { points, ms left, started, refused }")),
+        })
+        .collect()
+}
+
 /// The script's answer to one call (see `lua/expiring_counter.lua`) as the answer's numbers.
 fn redis_values(mode: Mode, answer: redis::Value) -> Outcome<Values> {
-    let wrong = |e: &dyn std::fmt::Display| {
-        Failure::error(
-            ErrorCode::StoreError,
-            format!("the expiring counter's script answered: {e}"),
-        )
-    };
     if mode == Mode::Delete {
-        let deleted = i64::from_redis_value(answer).map_err(|e| wrong(&e))?;
+        let deleted = i64::from_redis_value(answer).map_err(|e| wrong_answer(&e))?;
         return Ok(deleted_values(deleted > 0));
     }
-    let reply = Vec::<i64>::from_redis_value(answer).map_err(|e| wrong(&e))?;
+    let reply = Vec::<i64>::from_redis_value(answer).map_err(|e| wrong_answer(&e))?;
     match reply.as_slice() {
         [] => Ok(values(None)),
         &[points, left, fresh] => Ok(values(Some(Reading {
@@ -334,6 +579,6 @@ fn redis_values(mode: Mode, answer: redis::Value) -> Outcome<Values> {
             left: (left >= 0).then_some(left * 1000),
             fresh: fresh == 1,
         }))),
-        _ => Err(wrong(&"not { points, ms left, started }")),
+        _ => Err(wrong_answer(&"not { points, ms left, started }")),
     }
 }

@@ -254,6 +254,11 @@ impl<S> MemoryStore<S> {
         self.entries.remove(&key);
     }
 
+    /// Every id's state, in no particular order.
+    pub fn states(&self) -> impl Iterator<Item = &S> {
+        self.entries.values().map(|slot| &slot.state)
+    }
+
     /// How many ids have state.
     pub fn len(&self) -> usize {
         self.entries.len()
