@@ -24,20 +24,40 @@ export class RateLimiterRes {
   toJSON(): { remainingPoints: number; msBeforeNext: number; consumedPoints: number; isFirstInDuration: boolean }
 }
 
+/** rate-limiter-flexible's shape of an answer's fields, each optional (a RateLimiterRes has them all). */
+export interface IRateLimiterRes {
+  /** Milliseconds before the key's duration (or block) ends. */
+  msBeforeNext?: number
+  /** Points left in the current duration. */
+  remainingPoints?: number
+  /** Points consumed in the current duration. */
+  consumedPoints?: number
+  /** Whether the call started the key's duration. */
+  isFirstInDuration?: boolean
+}
+
+/** A limiter as the wrappers, RateLimiterUnion, RateLimiterQueue and `insuranceLimiter` take it. */
+export type RateLimiterLike = RateLimiterAbstract | RateLimiterCompatibleAbstract
+
 /** Options of every limiter. */
 export interface IRateLimiterOptions {
   /** Key prefix, default `'rlflx'` (`''`: none). */
   keyPrefix?: string
   /** Points a key may consume per duration (required; any finite number). */
-  points?: number
+  points: number
   /** Seconds (required; `0`: the count never expires). */
-  duration?: number
+  duration: number
   /** Delay allowed actions to spread them over the duration. Default `false`. */
   execEvenly?: boolean
   /** The shortest delay of `execEvenly`, in ms. Default `duration * 1000 / points`. */
   execEvenlyMinDelayMs?: number
   /** Seconds a key is blocked once over its points. Default `0`: not blocked. */
   blockDuration?: number
+  /**
+   * Answers calls while the store fails (the limiters on a store and RLWrapperTimeouts); ignored
+   * by RateLimiterMemory and RateLimiterCluster. Default none.
+   */
+  insuranceLimiter?: RateLimiterLike
 }
 
 /** Options of the limiters on a store. */
@@ -50,31 +70,59 @@ export interface IRateLimiterStoreOptions extends IRateLimiterOptions {
   inMemoryBlockDuration?: number
   /** Consumed points at which a key is blocked in the store for `blockDuration`. Default `0`: once over `points`. */
   blockOnConsumed?: number
-  /** Answers calls while the store fails. */
-  insuranceLimiter?: RateLimiterAbstract | RateLimiterCompatibleAbstract
-  /** Accepted: ratekeeper's store fails a call at once while its connection is down. */
+  /** Answers calls while the store fails. Default none. */
+  insuranceLimiter?: RateLimiterLike
+  /** Accepted and ignored (rate-limiter-flexible's other stores' option). */
+  storeType?: string
+  /** Accepted and ignored (rate-limiter-flexible's SQL and Mongo stores' option). */
+  dbName?: string
+  /** Accepted and ignored (rate-limiter-flexible's SQL and Mongo stores' option). */
+  tableName?: string
+  /** Accepted and ignored (rate-limiter-flexible's SQL stores' option). */
+  tableCreated?: boolean
+}
+
+/** Options of RateLimiterRedis. */
+export interface IRateLimiterRedisOptions extends IRateLimiterStoreOptions {
+  /** Accepted: ratekeeper's store fails a call at once while its connection is down. Default `false`. */
   rejectIfRedisNotReady?: boolean
-  /** Accepted: ratekeeper reads the client's type itself. */
+  /** Accepted: ratekeeper reads the client's type itself. Default `false`. */
   useRedisPackage?: boolean
+  /** Accepted: ratekeeper reads the client's type itself. Default `false`. */
   useRedis3AndLowerPackage?: boolean
   /** Refused with a TypeError: ratekeeper runs its own script. */
   customIncrTtlLuaScript?: never
 }
 
-export type IRateLimiterRedisOptions = IRateLimiterStoreOptions
-
-/** A call's options: `customDuration` in seconds for a key that starts its duration with it. */
-export interface IRateLimiterCallOptions {
-  customDuration?: number
-  [name: string]: unknown
+/** Options of RateLimiterValkey: RateLimiterRedis's. */
+export interface IRateLimiterValkeyOptions extends IRateLimiterRedisOptions {
+  /** Accepted and ignored: ratekeeper's store fails a call at once while its connection is down. Default `false`. */
+  rejectIfValkeyNotReady?: boolean
 }
 
+/** A call's options: `customDuration` in seconds for a key that starts its duration with it (default the limiter's `duration`). */
+export interface IRateLimiterCallOptions {
+  customDuration?: number
+  [name: string]: any
+}
+
+/**
+ * rate-limiter-flexible's options of RateLimiterMongo's calls, which its declarations give
+ * `BurstyRateLimiter.consume`: accepted, `attrs` passed on to the limiters and ignored by them.
+ */
+export interface IRateLimiterMongoFunctionOptions {
+  attrs: { [key: string]: any }
+}
+
+/**
+ * The base of a limiter that is not one of these but answers as they do (a wrapper, an app's
+ * own): what `insuranceLimiter`, RateLimiterUnion, RateLimiterQueue and the wrappers take. Every
+ * member is the subclass's to give: the base's throw an Error (`code: 'ERR_NOT_IMPLEMENTED'`).
+ */
 export class RateLimiterCompatibleAbstract {
-  get keyPrefix(): string
-  get blockDuration(): number
-  set blockDuration(value: number)
-  get execEvenly(): boolean
-  set execEvenly(value: boolean)
+  readonly keyPrefix: string
+  blockDuration: number
+  execEvenly: boolean
   consume(key: string | number, pointsToConsume?: number, options?: IRateLimiterCallOptions): Promise<RateLimiterRes>
   penalty(key: string | number, points?: number, options?: IRateLimiterCallOptions): Promise<RateLimiterRes>
   reward(key: string | number, points?: number, options?: IRateLimiterCallOptions): Promise<RateLimiterRes>
@@ -88,9 +136,11 @@ export class RateLimiterAbstract {
   constructor(opts: IRateLimiterOptions)
   points: number
   duration: number
-  readonly msDuration: number
+  /** `duration` in milliseconds. */
+  get msDuration(): number
   blockDuration: number
-  readonly msBlockDuration: number
+  /** `blockDuration` in milliseconds. */
+  get msBlockDuration(): number
   execEvenly: boolean
   execEvenlyMinDelayMs: number
   keyPrefix: string
@@ -106,8 +156,8 @@ export class RateLimiterAbstract {
 }
 
 export class RateLimiterInsuredAbstract extends RateLimiterAbstract {
-  constructor(opts: IRateLimiterOptions & { insuranceLimiter?: RateLimiterAbstract | RateLimiterCompatibleAbstract })
-  insuranceLimiter: RateLimiterAbstract | RateLimiterCompatibleAbstract | undefined
+  constructor(opts: IRateLimiterOptions)
+  insuranceLimiter: RateLimiterLike | undefined
 }
 
 export class RateLimiterStoreAbstract extends RateLimiterInsuredAbstract {
@@ -182,7 +232,9 @@ export class RateLimiterRedis extends RateLimiterStoreAbstract {
 }
 
 /** RateLimiterRedis on a Valkey server (an iovalkey client, or any form RateLimiterRedis takes). */
-export class RateLimiterValkey extends RateLimiterRedis {}
+export class RateLimiterValkey extends RateLimiterRedis {
+  constructor(opts: IRateLimiterValkeyOptions)
+}
 
 /** Options of RateLimiterQueue. */
 export interface IRateLimiterQueueOpts {
@@ -202,7 +254,7 @@ export interface IRateLimiterQueueOpts {
  * ```
  */
 export class RateLimiterQueue {
-  constructor(limiterFlexible: RateLimiterAbstract | RateLimiterCompatibleAbstract | BurstyRateLimiter, opts?: IRateLimiterQueueOpts)
+  constructor(limiterFlexible: RateLimiterLike | BurstyRateLimiter, opts?: IRateLimiterQueueOpts)
   /** The points `key` (default `'limiter'`) has left: the limiter's `points` when it holds nothing or cannot be read. */
   getTokensRemaining(key?: string | number): Promise<number>
   /**
@@ -229,7 +281,7 @@ export class RateLimiterQueueError extends Error {
  * ```
  */
 export class BurstyRateLimiter {
-  constructor(rateLimiter: RateLimiterAbstract | RateLimiterCompatibleAbstract, burstLimiter: RateLimiterAbstract | RateLimiterCompatibleAbstract)
+  constructor(rateLimiter: RateLimiterLike, burstLimiter: RateLimiterLike)
   /** `rateLimiter`'s points. */
   readonly points: number
   consume(key: string | number, pointsToConsume?: number, options?: IRateLimiterCallOptions): Promise<RateLimiterRes>
@@ -240,7 +292,7 @@ export class BurstyRateLimiter {
 /** Options of RLWrapperBlackAndWhite. */
 export interface IRLWrapperBlackAndWhiteOptions {
   /** The limiter of the keys on neither list (required). */
-  limiter: RateLimiterAbstract | RateLimiterCompatibleAbstract
+  limiter: RateLimiterLike
   /** Keys always refused, matched as given. Default none. */
   blackList?: string[] | number[]
   /** Keys always allowed, matched as given (this list wins). Default none. */
@@ -265,7 +317,7 @@ export interface IRLWrapperBlackAndWhiteOptions {
  */
 export class RLWrapperBlackAndWhite extends RateLimiterCompatibleAbstract {
   constructor(opts: IRLWrapperBlackAndWhiteOptions)
-  limiter: RateLimiterAbstract | RateLimiterCompatibleAbstract
+  limiter: RateLimiterLike
   blackList: string[] | number[]
   whiteList: string[] | number[]
   isBlackListed: (key: any) => boolean
@@ -283,11 +335,11 @@ export class RLWrapperBlackAndWhite extends RateLimiterCompatibleAbstract {
 /** Options of RLWrapperTimeouts: the wrapper's own `keyPrefix`, `blockDuration` and `execEvenly`, besides these. */
 export interface IRLWrapperTimeoutsOptions extends Omit<IRateLimiterOptions, 'points' | 'duration'> {
   /** The limiter to give a deadline (required). */
-  limiter: RateLimiterAbstract | RateLimiterCompatibleAbstract
+  limiter: RateLimiterLike
   /** Milliseconds a call may take. Default `0` (Node's shortest timer, 1 ms). */
   timeoutMs?: number
   /** Answers a call that timed out or failed. Default `limiter`'s own. */
-  insuranceLimiter?: RateLimiterAbstract | RateLimiterCompatibleAbstract
+  insuranceLimiter?: RateLimiterLike
 }
 
 /**
@@ -300,7 +352,7 @@ export interface IRLWrapperTimeoutsOptions extends Omit<IRateLimiterOptions, 'po
  */
 export class RLWrapperTimeouts extends RateLimiterInsuredAbstract {
   constructor(opts: IRLWrapperTimeoutsOptions)
-  limiter: RateLimiterAbstract | RateLimiterCompatibleAbstract
+  limiter: RateLimiterLike
   timeoutMs: number
 }
 
@@ -355,7 +407,8 @@ export class RateLimiterClusterMaster {
  * through PM2's bus. A singleton, as RateLimiterClusterMaster.
  */
 export class RateLimiterClusterMasterPM2 {
-  constructor(pm2: { launchBus(callback: (err: any, bus: any) => void): void; sendDataToProcessId(...args: any[]): void })
+  /** `pm2`: the `pm2` module (its `launchBus` and `sendDataToProcessId` are used). */
+  constructor(pm2: any)
 }
 
 /**
@@ -373,7 +426,7 @@ export class RateLimiterClusterMasterPM2 {
  * ```
  */
 export class RateLimiterUnion {
-  constructor(...limiters: Array<RateLimiterAbstract | RateLimiterCompatibleAbstract>)
+  constructor(...limiters: RateLimiterLike[])
   /** Whether a refused consume charges none of the limiters. */
   readonly atomic: boolean
   /** Consumes `points` (default 1) of `key` on every limiter, or on none when one refuses. */
