@@ -156,7 +156,7 @@ function sendSoon() {
 function run(engine, mode, id, options, decode) {
   const ticket = takeSlot()
   if (ticket === -1) {
-    return Promise.reject(plainError('ERR_STORE_UNAVAILABLE', `${MAX_SLOTS} calls are already waiting for Redis`))
+    return Promise.reject(tooManyWaiting())
   }
   const slot = ticket % MAX_SLOTS
   let answered
@@ -171,7 +171,18 @@ function run(engine, mode, id, options, decode) {
     return Promise.resolve(decode(out, 0))
   }
   sendSoon()
+  return answerOf(ticket, decode)
+}
+
+/** The failure of a call that finds every slot taken. */
+function tooManyWaiting() {
+  return plainError('ERR_STORE_UNAVAILABLE', `${MAX_SLOTS} calls are already waiting for Redis`)
+}
+
+/** The Promise of the call waiting under `ticket` (its slot taken): settled by its answer. */
+function answerOf(ticket, decode) {
   return new Promise((resolve, reject) => {
+    const slot = ticket % MAX_SLOTS
     slotTickets[slot] = ticket
     resolvers[slot] = resolve
     rejecters[slot] = reject
@@ -191,7 +202,7 @@ function runTogether(count, start, decode) {
     const ticket = takeSlot()
     if (ticket === -1) {
       release()
-      return Promise.reject(plainError('ERR_STORE_UNAVAILABLE', `${MAX_SLOTS} calls are already waiting for Redis`))
+      return Promise.reject(tooManyWaiting())
     }
     tickets.push(ticket)
   }
@@ -202,18 +213,7 @@ function runTogether(count, start, decode) {
     return Promise.reject(error)
   }
   sendSoon()
-  return Promise.all(
-    tickets.map(
-      (ticket) =>
-        new Promise((resolve, reject) => {
-          const slot = ticket % MAX_SLOTS
-          slotTickets[slot] = ticket
-          resolvers[slot] = resolve
-          rejecters[slot] = reject
-          decoders[slot] = decode
-        }),
-    ),
-  )
+  return Promise.all(tickets.map((ticket) => answerOf(ticket, decode)))
 }
 
 // The fast path's options (see `fastOptions`): NaN when not given.

@@ -1,6 +1,6 @@
 'use strict'
 
-const { missing } = require('./RateLimiterCompatibleAbstract.js')
+const { abstractMethods, LIMITER_METHODS } = require('./RateLimiterCompatibleAbstract.js')
 const { invalidOption, invalidOptionType } = require('./errors.js')
 
 /**
@@ -119,34 +119,8 @@ class RateLimiterAbstract {
   parseKey(rlKey) {
     return this.keyPrefix.length > 0 ? rlKey.substring(this.keyPrefix.length + 1) : rlKey
   }
-
-  consume() {
-    throw missing("the method 'consume'")
-  }
-
-  penalty() {
-    throw missing("the method 'penalty'")
-  }
-
-  reward() {
-    throw missing("the method 'reward'")
-  }
-
-  get() {
-    throw missing("the method 'get'")
-  }
-
-  set() {
-    throw missing("the method 'set'")
-  }
-
-  block() {
-    throw missing("the method 'block'")
-  }
-
-  delete() {
-    throw missing("the method 'delete'")
-  }
 }
+
+abstractMethods(RateLimiterAbstract, LIMITER_METHODS)
 
 module.exports = RateLimiterAbstract

@@ -25,34 +25,6 @@ class RateLimiterCompatibleAbstract {
   set execEvenly(value) {
     throw missing("the setter 'execEvenly'")
   }
-
-  consume() {
-    throw missing("the method 'consume'")
-  }
-
-  penalty() {
-    throw missing("the method 'penalty'")
-  }
-
-  reward() {
-    throw missing("the method 'reward'")
-  }
-
-  get() {
-    throw missing("the method 'get'")
-  }
-
-  set() {
-    throw missing("the method 'set'")
-  }
-
-  block() {
-    throw missing("the method 'block'")
-  }
-
-  delete() {
-    throw missing("the method 'delete'")
-  }
 }
 
 /** rate-limiter-flexible's message for a member a subclass must give. */
@@ -62,5 +34,27 @@ function missing(what) {
   return error
 }
 
+/**
+ * Gives `Class` the methods `names` for its subclasses to give: each throws rate-limiter-flexible's
+ * "You have to implement the method '<name>'!" (`ERR_NOT_IMPLEMENTED`) until one does.
+ */
+function abstractMethods(Class, names) {
+  for (const name of names) {
+    Object.defineProperty(Class.prototype, name, {
+      value: function () {
+        throw missing(`the method '${name}'`)
+      },
+      writable: true,
+      configurable: true,
+    })
+  }
+}
+
+/** The methods every limiter answers with. */
+const LIMITER_METHODS = ['consume', 'penalty', 'reward', 'get', 'set', 'block', 'delete']
+
+abstractMethods(RateLimiterCompatibleAbstract, LIMITER_METHODS)
+
 module.exports = RateLimiterCompatibleAbstract
-module.exports.missing = missing
+module.exports.abstractMethods = abstractMethods
+module.exports.LIMITER_METHODS = LIMITER_METHODS

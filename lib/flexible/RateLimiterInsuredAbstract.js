@@ -2,7 +2,7 @@
 
 const RateLimiterAbstract = require('./RateLimiterAbstract.js')
 const RateLimiterRes = require('./RateLimiterRes.js')
-const { missing } = require('./RateLimiterCompatibleAbstract.js')
+const { abstractMethods, LIMITER_METHODS } = require('./RateLimiterCompatibleAbstract.js')
 const { isRateLimiterCompatible } = require('./compatible.js')
 const { invalidOptionType } = require('./errors.js')
 
@@ -84,34 +84,9 @@ class RateLimiterInsuredAbstract extends RateLimiterAbstract {
   delete(key, options = {}) {
     return this._operation('_delete', [key, options])
   }
-
-  _consume() {
-    throw missing("the method '_consume'")
-  }
-
-  _penalty() {
-    throw missing("the method '_penalty'")
-  }
-
-  _reward() {
-    throw missing("the method '_reward'")
-  }
-
-  _get() {
-    throw missing("the method '_get'")
-  }
-
-  _set() {
-    throw missing("the method '_set'")
-  }
-
-  _block() {
-    throw missing("the method '_block'")
-  }
-
-  _delete() {
-    throw missing("the method '_delete'")
-  }
 }
+
+// What subclasses give: each method's store side.
+abstractMethods(RateLimiterInsuredAbstract, LIMITER_METHODS.map((name) => `_${name}`))
 
 module.exports = RateLimiterInsuredAbstract

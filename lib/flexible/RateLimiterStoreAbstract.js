@@ -3,7 +3,7 @@
 const RateLimiterInsuredAbstract = require('./RateLimiterInsuredAbstract.js')
 const RateLimiterRes = require('./RateLimiterRes.js')
 const BlockedKeys = require('./BlockedKeys.js')
-const { missing } = require('./RateLimiterCompatibleAbstract.js')
+const { abstractMethods } = require('./RateLimiterCompatibleAbstract.js')
 const { invalidOption, invalidOptionType } = require('./errors.js')
 const { attempt } = require('../attempt.js')
 
@@ -221,22 +221,8 @@ class RateLimiterStoreAbstract extends RateLimiterInsuredAbstract {
       )
     })
   }
-
-  _getRateLimiterRes() {
-    throw missing("the method '_getRateLimiterRes'")
-  }
-
-  _get() {
-    throw missing("the method '_get'")
-  }
-
-  _delete() {
-    throw missing("the method '_delete'")
-  }
-
-  _upsert() {
-    throw missing("the method '_upsert'")
-  }
 }
+
+abstractMethods(RateLimiterStoreAbstract, ['_getRateLimiterRes', '_get', '_delete', '_upsert'])
 
 module.exports = RateLimiterStoreAbstract
