@@ -14,6 +14,7 @@ const IORedis = require('ioredis')
 const { FixedWindow, RedisStore } = require('..')
 const { startCluster, keySlot, clusterSkip } = require('./helpers/redis-server.js')
 const { hashCounts } = require('./helpers/hash-counts.js')
+const { settle: settleWithin, clusterNodes, inRanges } = require('./helpers/failover.js')
 
 const COMMAND_TIMEOUT_MS = 500
 /** A call that has not settled this long after it started has hung. */
@@ -21,42 +22,7 @@ const HANG_MS = COMMAND_TIMEOUT_MS + 2000
 const NOW = 1_700_000_000_000
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/**
- * `CLUSTER NODES` as seen from `port`:
- * [{ id, port, master, masterId, failed, ranges: [[from, to]] }].
- */
-async function clusterNodes(cluster, port) {
-  const text = await cluster.cli(port, 'CLUSTER', 'NODES')
-  return text.split('\n').filter(Boolean).map((line) => {
-    const [id, address, flags, masterId, , , , , ...slots] = line.split(' ')
-    return {
-      id,
-      masterId,
-      port: Number(address.split('@')[0].split(':').pop()),
-      master: flags.includes('master'),
-      failed: flags.includes('fail'),
-      ranges: slots.filter((s) => /^\d/.test(s)).map((s) => s.split('-').map(Number)).map(([a, b = a]) => [a, b]),
-    }
-  })
-}
-
-const inRanges = (slot, ranges) => ranges.some(([from, to]) => slot >= from && slot <= to)
-
-/** Runs `call()`; resolves { value } or { error }, and marks a call that takes over HANG_MS. */
-async function settle(call) {
-  let timer
-  const hung = new Promise((resolve) => {
-    timer = setTimeout(() => resolve({ hung: true }), HANG_MS)
-  })
-  const started = Date.now()
-  const outcome = await Promise.race([
-    call().then((value) => ({ value }), (error) => ({ error })),
-    hung,
-  ])
-  clearTimeout(timer)
-  return { ...outcome, started, took: Date.now() - started }
-}
+const settle = (call) => settleWithin(call, HANG_MS)
 
 describe('Redis Cluster under change', { skip: clusterSkip() }, () => {
   let cluster

@@ -6,6 +6,8 @@
 
 const { describe, it, mock } = require('node:test')
 const assert = require('node:assert/strict')
+const { fork } = require('node:child_process')
+const path = require('node:path')
 const IORedis = require('ioredis')
 const rlf = require('rate-limiter-flexible')
 
@@ -248,6 +250,35 @@ describe('RateLimiterRedis, beside rate-limiter-flexible on one redis-server', (
       assert.ok(ttl > 55_000 && ttl <= 60_000, `TTL ${ttl}`)
     } finally {
       client.disconnect()
+    }
+  })
+
+  it('a fleet switching host by host: rate-limiter-flexible and ratekeeper in two processes, 10,000 consumes over 100 keys, never allow more than the points', async (t) => {
+    const options = { port: redis.server.port, calls: 5000, keys: 100, points: 30, duration: 60, keyPrefix: 'hosts' }
+    const hosts = ['rlf', 'ratekeeper'].map((library) => {
+      const child = fork(path.join(__dirname, 'helpers', 'flexible-fleet-worker.js'), [JSON.stringify({ library, ...options })])
+      const nextMessage = () =>
+        new Promise((resolve, reject) => {
+          child.once('message', resolve)
+          child.once('exit', (code) => reject(new Error(`the ${library} host exited with ${code}`)))
+        })
+      return { child, ready: nextMessage(), nextMessage }
+    })
+    // Both hosts connected, then both go at once.
+    await Promise.all(hosts.map((host) => host.ready))
+    const reported = hosts.map((host) => host.nextMessage())
+    for (const { child } of hosts) child.send('go')
+    const reports = await Promise.all(reported)
+    const allowed = new Map()
+    for (const report of reports) for (const [key, count] of Object.entries(report.allowed)) allowed.set(key, (allowed.get(key) ?? 0) + count)
+    assert.equal(allowed.size, 100)
+    for (const [key, count] of allowed) assert.equal(count, 30, key)
+    const shares = reports.map((report) => Object.values(report.allowed).reduce((a, b) => a + b, 0))
+    t.diagnostic(`allowed: ${shares[0]} by rate-limiter-flexible's host, ${shares[1]} by ratekeeper's`)
+    for (const key of ['hosts:user0', 'hosts:user99']) {
+      assert.equal(await redis.server.cli('GET', key), '100')
+      const ttl = Number(await redis.server.cli('PTTL', key))
+      assert.ok(ttl > 50_000 && ttl <= 60_000, `${key}: TTL ${ttl}`)
     }
   })
 

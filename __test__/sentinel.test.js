@@ -13,6 +13,7 @@ const IORedis = require('ioredis')
 const { FixedWindow, RedisStore } = require('..')
 const { startSentinel, serverSupports } = require('./helpers/redis-server.js')
 const { hashCounts } = require('./helpers/hash-counts.js')
+const { settle: settleWithin } = require('./helpers/failover.js')
 
 const COMMAND_TIMEOUT_MS = 500
 /** A call that has not settled this long after it started has hung. */
@@ -25,17 +26,7 @@ const WINDOW_MS = 3_600_000
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** Runs `call()`; resolves { value } or { error } or { hung }, with when it started and ended. */
-async function settle(call) {
-  let timer
-  const hung = new Promise((resolve) => {
-    timer = setTimeout(() => resolve({ hung: true }), HANG_MS)
-  })
-  const started = Date.now()
-  const outcome = await Promise.race([call().then((value) => ({ value }), (error) => ({ error })), hung])
-  clearTimeout(timer)
-  return { ...outcome, started, ended: Date.now() }
-}
+const settle = (call) => settleWithin(call, HANG_MS)
 
 /**
  * Writes with ioredis (a Sentinel-mode client, `commandTimeout` as our `commandTimeoutMs`) in a
