@@ -252,6 +252,35 @@ describe('RateLimiterUnion on Redis', () => {
     }
   })
 
+  it('a lone union takes the direct lane: one script call, on the lane\'s connection, answers every member', async () => {
+    const monitor = new IORedis(redis.server.port, '127.0.0.1')
+    const store = new RedisStore(redis.server.url)
+    try {
+      const members = [10, 20, 30].map((points, i) => new flexible.RateLimiterRedis({ storeClient: store, keyPrefix: `lane${i}`, points, duration: 60 }))
+      const union = new flexible.RateLimiterUnion(...members)
+      const sources = []
+      const watching = await monitor.monitor()
+      watching.on('monitor', (time, args, source) => {
+        if (/^evalsha$/i.test(args[0]) && args.some((arg) => String(arg).startsWith('lane0:'))) sources.push(source)
+      })
+      const answers = []
+      for (let i = 0; i < 8; i++) answers.push(Object.values(await union.consume('k')).map((res) => res.remainingPoints))
+      assert.deepEqual(answers, [9, 8, 7, 6, 5, 4, 3, 2].map((left) => [left, left + 10, left + 20]))
+      await new Promise((resolve) => setTimeout(resolve, 50)) // the monitor's last lines
+      watching.disconnect()
+      // The first calls go the usual way (the store's connection; the very first may load the
+      // script) while the lane opens; the rest go by the lane, a connection of its own: one
+      // script call each, from its address.
+      const [usual, lane] = new Set(sources)
+      const onLane = sources.filter((source) => source === lane).length
+      assert.ok(lane !== undefined && onLane >= 5, sources.join())
+      assert.deepEqual(sources, [...sources.slice(0, -onLane).map(() => usual), ...Array(onLane).fill(lane)])
+    } finally {
+      monitor.disconnect()
+      await store.close()
+    }
+  })
+
   it('blocks a refusing member with blockDuration, and keeps inMemoryBlockOnConsumed', async () => {
     const url = redis.server.url
     const a = new flexible.RateLimiterRedis({ storeClient: url, keyPrefix: 'blk-a', points: 2, duration: 60, blockDuration: 600 })

@@ -33,7 +33,7 @@ const everyLanes = new Set()
 /**
  * The lanes of `lib/engine.js`: `send(ticket)` once the native side offered a lone call.
  * `settle(ticket, error)` settles a call that went by a lane: `error`
- * undefined when answered (its values are in `out`); it is not called for a call passed on to the
+ * undefined when answered (`out` holds its answer, and those of the calls answered with it); it is not called for a call passed on to the
  * usual way (the answer channel answers it). `afterCall()` runs once a lane's call is over (the
  * calls made meanwhile were held for it).
  */

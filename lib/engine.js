@@ -58,21 +58,27 @@ function freeSlot(slot) {
  * `ticket, values...` per answer and `failures` `[ticket, error]` pairs.
  */
 function settleAnswers(answers, failures) {
-  for (let i = 0; i < answers.length; i += RECORD) {
-    const slot = slotOf(answers[i])
-    if (slot === -1) continue
-    const resolve = resolvers[slot]
-    const decode = decoders[slot]
-    freeSlot(slot)
-    resolve(decode(answers, i + 1))
-  }
-  for (const [ticket, error] of failures) {
-    const slot = slotOf(ticket)
-    if (slot === -1) continue
-    const reject = rejecters[slot]
-    freeSlot(slot)
-    reject(error)
-  }
+  for (let at = 0; at < answers.length; at += RECORD) resolveRecord(answers, at)
+  for (const [ticket, error] of failures) rejectTicket(ticket, error)
+}
+
+/** Resolves the call whose record (its ticket, then its values) starts at `records[at]`. */
+function resolveRecord(records, at) {
+  const slot = slotOf(records[at])
+  if (slot === -1) return
+  const resolve = resolvers[slot]
+  const decode = decoders[slot]
+  freeSlot(slot)
+  resolve(decode(records, at + 1))
+}
+
+/** Rejects the call waiting under `ticket` with `error`. */
+function rejectTicket(ticket, error) {
+  const slot = slotOf(ticket)
+  if (slot === -1) return
+  const reject = rejecters[slot]
+  freeSlot(slot)
+  reject(error)
 }
 
 const channel = binding.setAnswerHandler(settleAnswers)
@@ -114,23 +120,24 @@ function flushCalls() {
 }
 
 /**
- * Settles a call that went by a direct lane (lib/direct.js): answered with the values in `out`,
- * or failed with `error`.
+ * Where a direct lane's reply is read (src/binding/direct_lane.rs): how many calls it answered
+ * (one, or a union's up to 64: MAX_UNION_KEYS in src/binding/expiring_counter.rs), then each
+ * one's ticket and values.
+ */
+const laneOut = new Float64Array(1 + 64 * RECORD)
+
+/**
+ * Settles a call that went by a direct lane (lib/direct.js): answered (with the calls its reply
+ * answered along with it) as `laneOut` says, or failed with `error`.
  */
 function settleDirect(ticket, error) {
-  const slot = slotOf(ticket)
-  if (slot === -1) return
-  const resolve = resolvers[slot]
-  const reject = rejecters[slot]
-  const decode = decoders[slot]
-  freeSlot(slot)
-  if (error === undefined) resolve(decode(out, 0))
-  else reject(error)
+  if (error !== undefined) rejectTicket(ticket, error)
+  else for (let i = 0, at = 1; i < laneOut[0]; i++, at += RECORD) resolveRecord(laneOut, at)
 }
 
 /** A lone call (nothing else waiting for Redis, the only call of its turn) goes by a direct lane where one is open. */
 const lanes = directLanes({
-  out,
+  out: laneOut,
   settle: settleDirect,
   // The calls made while a lane's call was under way were held for it: they leave now.
   afterCall: flushCalls,

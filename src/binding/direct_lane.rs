@@ -5,7 +5,7 @@ use napi::bindgen_prelude::{Buffer, BufferSlice, Either3, Float64ArraySlice, Uin
 use napi::Env;
 use napi_derive::napi;
 
-use super::dispatch::{answer_here, write_answer};
+use super::dispatch::{answer_here, write_answers};
 use super::js_error;
 use super::redis_store::JsRedisStore;
 use crate::store::direct::{self, Read, Taken};
@@ -75,7 +75,8 @@ pub fn take_direct_call(
 }
 
 /// Reads bytes that came on the lane for its call: 0 when the reply is not complete yet, 1 when
-/// the call was answered (its values are in `out`), 2 when it was passed on to the usual way
+/// the call was answered (`out` holds how many calls it answered, a union's several, then each
+/// one's ticket and values), 2 when it was passed on to the usual way
 /// (its answer comes through the answer channel), 3 when the bytes make no sense (close the
 /// lane, then `failDirectCall`). Throws the call's error when it failed.
 #[napi(catch_unwind)]
@@ -86,8 +87,8 @@ pub fn read_direct_reply(
 ) -> napi::Result<u32> {
     let mut read = Read::More;
     match answer_here(&env, || read = direct::read(&bytes)) {
-        Some(Ok(values)) => {
-            write_answer(&mut out, values).map_err(|failure| js_error(&env, failure))?;
+        Some(Ok(answers)) => {
+            write_answers(&mut out, &answers).map_err(|failure| js_error(&env, failure))?;
             Ok(1)
         }
         Some(Err(failure)) => Err(js_error(&env, failure)),

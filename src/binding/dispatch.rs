@@ -105,6 +105,17 @@ impl Shared {
             };
         }
     }
+
+    /// Queues a call's outcome for JavaScript, which gets it with the next batch.
+    fn deliver(&self, ticket: Ticket, outcome: Outcome<Values>) {
+        self.push(|queue| match outcome {
+            Ok(values) => {
+                queue.answers.push(ticket.number());
+                queue.answers.extend_from_slice(&values);
+            }
+            Err(failure) => queue.failures.push((ticket, failure)),
+        });
+    }
 }
 
 thread_local! {
@@ -165,23 +176,63 @@ pub struct Reply {
     lone: bool,
 }
 
-/// The answer a [`Reply`] sent while [`answer_here`] ran, and its channel.
-type SentHere = Option<(Arc<Shared>, Outcome<Values>)>;
+/// What the [`Reply`]s sent while [`answer_here`] ran: each one's channel, ticket and outcome.
+type SentHere = Vec<(Arc<Shared>, Ticket, Outcome<Values>)>;
 
 thread_local! {
-    /// While [`answer_here`] runs: what a [`Reply`] sent on this thread meanwhile.
+    /// While [`answer_here`] runs: what the [`Reply`]s sent on this thread meanwhile.
     static HERE: RefCell<Option<SentHere>> = const { RefCell::new(None) };
 }
 
-/// Runs `answer`, which sends a [`Reply`] on this thread (the JS thread), and gives back the
-/// outcome that reply sent instead of queueing it for the answer channel: the caller hands it to
-/// JavaScript itself (the direct lane, `src/store/direct.rs`). `None` when no reply was sent.
-pub fn answer_here(env: &Env, answer: impl FnOnce()) -> Option<Outcome<Values>> {
-    HERE.with(|here| *here.borrow_mut() = Some(None));
+/// Answers handed to JavaScript at once: each call's ticket (as JavaScript numbers it) and values.
+pub type AnsweredHere = Vec<(f64, Values)>;
+
+/// Runs `answer`, which sends [`Reply`]s on this thread (the JS thread), and gives back what they
+/// sent instead of queueing it for the answer channel: the caller hands it to JavaScript itself
+/// (the direct lane, `src/store/direct.rs`). One call of Redis may answer several (a union):
+/// when every reply succeeded, all are given back; when one failed, only the first reply's
+/// outcome is, and the others go the usual way. `None` when no reply was sent.
+pub fn answer_here(env: &Env, answer: impl FnOnce()) -> Option<Outcome<AnsweredHere>> {
+    HERE.with(|here| *here.borrow_mut() = Some(Vec::new()));
     answer();
-    let (shared, outcome) = HERE.with(|here| here.borrow_mut().take()).flatten()?;
+    let sent = HERE
+        .with(|here| here.borrow_mut().take())
+        .unwrap_or_default();
+    if sent.iter().all(|(_, _, outcome)| outcome.is_ok()) {
+        let mut answers = Vec::with_capacity(sent.len());
+        for (shared, ticket, outcome) in sent {
+            settled(env, &shared, 1);
+            answers.extend(outcome.ok().map(|values| (ticket.number(), values)));
+        }
+        return (!answers.is_empty()).then_some(Ok(answers));
+    }
+    let mut sent = sent.into_iter();
+    let (shared, ticket, first) = sent.next()?;
     settled(env, &shared, 1);
-    Some(outcome)
+    for (shared, ticket, outcome) in sent {
+        shared.deliver(ticket, outcome);
+    }
+    Some(first.map(|values| vec![(ticket.number(), values)]))
+}
+
+/// Writes answers given at once (the direct lane's) into the caller's `out` array: their count,
+/// then each one's ticket and values.
+pub fn write_answers(out: &mut Float64ArraySlice, answers: &AnsweredHere) -> Outcome<()> {
+    // SAFETY: `out` is a live Float64Array of the caller's, used only during this call.
+    let out = unsafe { out.as_mut() };
+    let needed = 1 + answers.len() * (1 + VALUES);
+    if out.len() < needed {
+        return Err(Failure::range_error(
+            ErrorCode::InvalidArgument,
+            format!("`out` must hold {needed} numbers"),
+        ));
+    }
+    out[0] = answers.len() as f64;
+    for ((ticket, values), record) in answers.iter().zip(out[1..].chunks_exact_mut(1 + VALUES)) {
+        record[0] = *ticket;
+        record[1..].copy_from_slice(values);
+    }
+    Ok(())
 }
 
 /// `count` calls of `shared` were handed to JavaScript: once none is pending, the channel no
@@ -210,25 +261,16 @@ impl Reply {
 
     pub fn send(mut self, outcome: Outcome<Values>) {
         self.sent = true;
-        let here = HERE.with(|here| {
-            let mut here = here.borrow_mut();
-            match here.as_mut() {
-                Some(slot @ None) => {
-                    *slot = Some((self.shared.clone(), outcome));
-                    None
-                }
-                _ => Some(outcome),
+        let outcome = HERE.with(|here| match here.borrow_mut().as_mut() {
+            Some(sent) => {
+                sent.push((self.shared.clone(), self.ticket, outcome));
+                None
             }
+            None => Some(outcome),
         });
-        let Some(outcome) = here else { return };
-        let ticket = self.ticket;
-        self.shared.push(|queue| match outcome {
-            Ok(values) => {
-                queue.answers.push(ticket.number());
-                queue.answers.extend_from_slice(&values);
-            }
-            Err(failure) => queue.failures.push((ticket, failure)),
-        });
+        if let Some(outcome) = outcome {
+            self.shared.deliver(self.ticket, outcome);
+        }
     }
 }
 

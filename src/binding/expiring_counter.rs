@@ -414,6 +414,8 @@ impl JsExpiringCounter {
             .map(|ticket| dispatch::begin(env, ticket))
             .collect::<Outcome<Vec<_>>>()?;
         let args = vec!["union".to_owned(), points.to_string(), spec];
+        // A lone union may take the direct lane: its one reply answers every ticket at once.
+        let lone = replies.first().and_then(|reply| reply.lone());
         batcher.submit(
             keys,
             args,
@@ -428,7 +430,7 @@ impl JsExpiringCounter {
                         .for_each(|reply| reply.send(Err(failure.clone()))),
                 }
             }),
-            None,
+            lone,
         );
         Ok(())
     }
