@@ -55,7 +55,7 @@ async function storedTat(key) {
 const ceilDiv = (a, b) => (a + b - 1n) / b
 
 /**
- * Our rule in BigInt microseconds, as the README states it: T = ceil(period / limit),
+ * Our rule in BigInt microseconds, as docs/algorithms.md states it: T = ceil(period / limit),
  * tau = T * burst; a TAT at or before now is none.
  */
 class Rule {

@@ -24,7 +24,7 @@ const T = T0 + 5 * SECOND
 const NOW = { now: T }
 const LATER = { now: T + SECOND }
 
-// The layouts at T (see README, Algorithms). Fixed window, one limit of 5 per minute: field
+// The layouts at T (see docs/algorithms.md). Fixed window, one limit of 5 per minute: field
 // `<duration µs>:<window index>` the count (earlier versions: `<duration µs>` the count,
 // `<duration µs>:w` the window index).
 const FW_DURATION = String(MINUTE * 1000)

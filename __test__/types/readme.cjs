@@ -1,11 +1,12 @@
-// The README's JavaScript examples, each verbatim in a function whose parameters stand for what
-// the example takes from around it, type-checked (`--checkJs`) by types.test.js under
-// `module: nodenext`; readme.test.js checks every ```js block of the README is here or in
-// examples/, so the README cannot drift from the declarations.
+// The JavaScript examples of the README and of the guides in docs/, each verbatim in a function
+// whose parameters stand for what the example takes from around it, type-checked (`--checkJs`) by
+// types.test.js under `module: nodenext`; readme.test.js checks every ```js block of the README
+// and docs/ is here or in examples/, so they cannot drift from the declarations. Each function's
+// doc comment names where its example is.
 'use strict'
 
 /**
- * ## Example
+ * README, Use it: In your code
  * @param {string} userId
  * @param {string} ip
  * @param {import('express').Express} app
@@ -32,7 +33,7 @@ return [blocked, millisecondsUntilAllowed, allowed, timeLeft, remaining]
 }
 
 /**
- * The original callback API.
+ * docs/rolling-rate-limiter.md: The original callback API
  * @param {string} userId
  * @param {import('ioredis').Redis} redisClient
  */
@@ -49,7 +50,7 @@ return timeLeft
 }
 
 /**
- * ### Workers
+ * README, Use it: In a worker
  * @param {{ take(): Promise<{ user: string } | null> }} queue
  * @param {(push: { user: string }) => Promise<void>} send
  */
@@ -62,7 +63,7 @@ for (let push; (push = await queue.take()) !== null; ) {
 }
 }
 
-/** ## Express: `rateLimit` */
+/** README, Use it: Express; docs/express.md */
 function expressMiddleware() {
 const express = require('express')
 const { TokenBucket, rateLimit } = require('ratekeeper')
@@ -77,7 +78,7 @@ app.get('/user', (req, res) => res.json({ left: req.rateLimit?.remaining })) // 
 }
 
 /**
- * ## Using express-rate-limit? Keep it, swap the store
+ * README, Use it: express-rate-limit; docs/express-rate-limit.md
  * @param {import('express').Express} app
  */
 function expressRateLimitStore(app) {
@@ -89,7 +90,7 @@ app.use(rateLimit({ windowMs: 60_000, limit: 100, standardHeaders: 'draft-8',
 }
 
 /**
- * ## Algorithms: reward
+ * docs/algorithms.md: What every limiter answers (reward)
  * @param {import('ratekeeper').Limiter} limiter
  * @param {string} userId
  * @param {{ userId: string }} push
@@ -101,7 +102,7 @@ if (answer.allowed && !(await send(push)).delivered) await limiter.reward(userId
 }
 
 /**
- * ### Waiting
+ * docs/algorithms.md: Waiting
  * @param {Array<{ userId: string }>} queue
  * @param {AbortSignal} signal
  * @param {(push: { userId: string }) => Promise<void>} send
@@ -116,7 +117,7 @@ for (const push of queue) {
 }
 
 /**
- * ### Waiting: several limits
+ * docs/algorithms.md: Fixed window (several limits)
  * @param {import('express').Request} req
  * @param {string} userId
  */
@@ -131,7 +132,7 @@ return [allowed, timeLeft]
 }
 
 /**
- * ### Without a Promise: the synchronous methods
+ * docs/algorithms.md: Without a Promise: the synchronous methods
  * @param {Array<{ userId: string }>} batch
  * @param {(message: { userId: string }) => void} deliver
  */
@@ -143,8 +144,17 @@ for (const message of batch) {
 }
 }
 
-/** ### Sliding tail, Leaky bucket, Token bucket, GCRA */
+/** docs/algorithms.md: Sliding window, Sliding tail, Leaky bucket, Token bucket, GCRA */
 function algorithms() {
+{
+const { SlidingWindow } = require('ratekeeper')
+// A burst of 1000 in a second, 5000 in 10 s, 7000 in 15 s:
+const limiter = new SlidingWindow({ limits: [
+  { duration: 1000, limit: 1000, precision: 100 },
+  { duration: 10_000, limit: 5000, precision: 1000 },
+  { duration: 15_000, limit: 7000, precision: 1000 },
+] })
+}
 {
 const { SlidingTail } = require('ratekeeper')
 const limiter = new SlidingTail({ limits: [{ duration: 60_000, limit: 100 }] })
@@ -165,7 +175,7 @@ const limiter = new Gcra({ client: 'redis://127.0.0.1:6379', limit: 30, period: 
 }
 
 /**
- * ### Deployments: a single node, Sentinel, or a Cluster
+ * docs/deployments.md: Deployments: a single node, Sentinel, or a Cluster
  * @param {string} password
  * @param {string} ca
  */
@@ -184,7 +194,7 @@ return [store, local, same, cluster, limiter]
 }
 
 /**
- * ### Hot keys: `blockCache`
+ * docs/deployments.md: Hot keys: `blockCache`
  * @param {import('ratekeeper').RedisStore} client
  */
 function hotKeys(client) {
@@ -194,7 +204,7 @@ return limiter
 }
 
 /**
- * ### Watching the store
+ * docs/deployments.md: Watching the store
  * @param {import('ratekeeper').RedisStore} store
  * @param {Console} log
  */
@@ -205,4 +215,29 @@ store.stats() // { calls, failures: { ERR_STORE_UNAVAILABLE, ERR_STORE_ERROR, ER
               //   connections, reconnects, scriptLoads, batches, meanBatchSize }
 }
 
-module.exports = { example, callbackApi, workers, expressMiddleware, expressRateLimitStore, reward, waiting, severalLimits, synchronous, algorithms, deployments, hotKeys, watching }
+/** docs/algorithms.md: Rolling window and sliding log */
+async function slidingLog() {
+const { SlidingLog } = require('ratekeeper')
+const log = new SlidingLog({ interval: 60_000, maxInInterval: 3 })
+await log.consume('ip:10.0.0.1', { meta: 'user:alice' })
+await log.entries('ip:10.0.0.1') // [{ at: 1515120005000, meta: 'user:alice' }]
+}
+
+/**
+ * README, Use it: rate-limiter-flexible's API
+ * @param {import('ioredis').Redis} redisClient
+ * @param {string} ip
+ */
+async function flexibleApi(redisClient, ip) {
+const { RateLimiterRedis } = require('ratekeeper/flexible') // was: require('rate-limiter-flexible')
+
+const limiter = new RateLimiterRedis({ storeClient: redisClient, keyPrefix: 'login', points: 5, duration: 60 })
+try {
+  const res = await limiter.consume(ip) // res.remainingPoints are left this minute
+} catch (refused) {
+  if (refused instanceof Error) throw refused // Redis failed
+  // refused is a RateLimiterRes: retry in refused.msBeforeNext ms
+}
+}
+
+module.exports = { example, callbackApi, workers, expressMiddleware, expressRateLimitStore, flexibleApi, reward, waiting, severalLimits, synchronous, algorithms, slidingLog, deployments, hotKeys, watching }
