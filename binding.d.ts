@@ -623,7 +623,8 @@ export declare function readDirectHandshake(bytes: Buffer, replies: number): num
 
 /**
  * Reads bytes that came on the lane for its call: 0 when the reply is not complete yet, 1 when
- * the call was answered (its values are in `out`), 2 when it was passed on to the usual way
+ * the call was answered (`out` holds how many calls it answered, a union's several, then each
+ * one's ticket and values), 2 when it was passed on to the usual way
  * (its answer comes through the answer channel), 3 when the bytes make no sense (close the
  * lane, then `failDirectCall`). Throws the call's error when it failed.
  */
