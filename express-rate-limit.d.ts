@@ -40,6 +40,14 @@ export interface StoreOptions {
    * can set). In memory, always this host's `Date.now()`.
    */
   clock?: 'redis' | 'local'
+  /**
+   * On Redis, what a call answers while Redis is unavailable, as for every limiter: `'reject'`
+   * (default: it rejects with `ERR_STORE_UNAVAILABLE`, which express-rate-limit passes to
+   * Express, or lets through with `passOnStoreError`), `'allow'` (counted as 0 hits: the
+   * request goes through) or `'memory'` (this process counts alone until Redis is back).
+   * `ERR_INVALID_OPTION` in memory.
+   */
+  onStoreError?: 'reject' | 'allow' | 'memory'
 }
 
 /**

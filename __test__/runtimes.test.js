@@ -42,7 +42,7 @@ describe('the smoke suite under each runtime', () => {
       const env = { ...process.env, REDIS_URL: redis.server.url, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' }
       const { code, stdout, stderr } = await spawnRuntime(binary, [...args, SMOKE], env)
       assert.equal(code, 0, stdout + stderr)
-      assert.match(stdout, /^smoke: 29 passed, 0 failed$/m)
+      assert.match(stdout, /^smoke: 37 passed, 0 failed$/m)
     })
   }
 })

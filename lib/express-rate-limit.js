@@ -14,7 +14,7 @@ const { FixedWindow } = require('./counting.js')
 const { resolveStore } = require('./store.js')
 const { typeError, rangeError, checkOptionsObject, checkKnownOptions } = require('./errors.js')
 
-const KNOWN = ['client', 'prefix', 'clock']
+const KNOWN = ['client', 'prefix', 'clock', 'onStoreError']
 const CONTEXT = 'express-rate-limit Store options'
 /** Not rate-limit-redis's `'rl:'`: its strings at the same keys would clash with these hashes. */
 const DEFAULT_PREFIX = 'ratekeeper:erl:'
@@ -27,6 +27,8 @@ class Store {
   /** The RedisStore the counts live on, or null in memory. */
   #store
   #clock
+  /** The window's `onStoreError` (what a call answers while Redis is unavailable), if given. */
+  #onStoreError
   /** Whether this host's clock (`Date.now()`, which fake timers drive) decides, not Redis's. */
   #localClock
   /** The window `init` built (null before, or after a bad `windowMs`: then `#initError`). */
@@ -36,10 +38,11 @@ class Store {
   constructor(options = {}) {
     checkOptionsObject(options, CONTEXT)
     checkKnownOptions(options, KNOWN, CONTEXT)
-    const { client, prefix = DEFAULT_PREFIX, clock } = options
+    const { client, prefix = DEFAULT_PREFIX, clock, onStoreError } = options
     if (typeof prefix !== 'string') throw typeError('ERR_INVALID_OPTION', "`prefix` must be a string, e.g. 'ratekeeper:erl:'")
     this.#store = client == null ? null : resolveStore(client, 'client').store
     this.#clock = clock
+    this.#onStoreError = onStoreError
     this.#localClock = this.#store === null || clock === 'local'
     /** Put in front of every key (express-rate-limit's double-count check reads it too). */
     this.prefix = prefix
@@ -54,6 +57,7 @@ class Store {
     const options = { namespace: this.prefix, limits: [{ duration: windowMs, limit: NEVER_REFUSES }] }
     if (this.#store !== null) options.client = this.#store
     if (this.#clock !== undefined) options.clock = this.#clock
+    if (this.#onStoreError !== undefined) options.onStoreError = this.#onStoreError
     try {
       return new FixedWindow(options)
     } catch (error) {

@@ -1,6 +1,7 @@
 // The smoke suite, run by __test__/runtimes.test.js under Node 20, 22 and 24, Bun and Deno: the
 // package by its name, as an app imports it (ESM, and `require` through createRequire), every
-// documented limiter on both stores (Redis at REDIS_URL), the middleware behind Express, and
+// documented limiter on both stores (Redis at REDIS_URL), the middleware behind Express, the
+// rate-limiter-flexible drop-in, the stores for Fastify, NestJS and Hono, the Koa middleware, and
 // `wait()`. Plain JavaScript with no test runner, so that every runtime runs it as it is; prints
 // one line per check and `N passed, N failed`, and exits 1 when a check failed.
 // Every documented export by name: a name missing from the ESM entry fails the import itself.
@@ -12,6 +13,13 @@ import RateLimiter, {
 import { Store } from 'ratekeeper/express-rate-limit'
 import * as flexible from 'ratekeeper/flexible'
 import FlexibleMemory from 'ratekeeper/flexible/lib/RateLimiterMemory'
+import { ratekeeperStore } from 'ratekeeper/fastify'
+import { Store as HonoStore } from 'ratekeeper/hono'
+import { RatekeeperThrottlerStorage } from 'ratekeeper/nestjs'
+import { rateLimit as koaRateLimit } from 'ratekeeper/koa'
+import Koa from 'koa'
+import { Hono } from 'hono'
+import { rateLimiter } from 'hono-rate-limiter'
 import { createRequire } from 'node:module'
 import assert from 'node:assert/strict'
 import express from 'express'
@@ -133,6 +141,66 @@ for (const [storeName, client] of Object.entries(stores)) {
     const rejection = await union.consume('ip').then(() => null, (refusals) => refusals)
     assert.deepEqual(Object.keys(rejection), [`smoke-second${run}`])
     assert.equal(await hour.get('ip'), null) // charged nothing
+  })
+}
+
+for (const [storeName, client] of Object.entries(stores)) {
+  check(`ratekeeper/fastify's store on ${storeName}`, async () => {
+    // The class @fastify/rate-limit constructs, called as the plugin calls it.
+    const FastifyStore = ratekeeperStore({ client, nameSpace: `smoke-fastify${run}-` })
+    const fastifyStore = new FastifyStore({ continueExceeding: true })
+    const incr = (key) => new Promise((resolve, reject) => fastifyStore.incr(key, (error, answer) => (error ? reject(error) : resolve(answer)), 1000, 1))
+    assert.deepEqual(await incr('ip'), { current: 1, ttl: 1000 })
+    assert.deepEqual(await incr('ip'), { current: 2, ttl: 1000 }) // over max 1: continueExceeding starts the window again
+    assert.equal(createRequire(import.meta.url)('ratekeeper/fastify').ratekeeperStore, ratekeeperStore)
+  })
+
+  check(`ratekeeper/nestjs: @nestjs/throttler's storage on ${storeName}`, async () => {
+    const storage = new RatekeeperThrottlerStorage({ client, prefix: `smoke:${run}:nest:` })
+    const records = []
+    for (let i = 0; i < 3; i++) records.push(await storage.increment('client', 60_000, 2, 60_000, 'default'))
+    assert.deepEqual(records.map((r) => [r.totalHits, r.timeToExpire, r.isBlocked, r.timeToBlockExpire]), [[1, 60, false, 0], [2, 60, false, 0], [3, 60, true, 60]])
+    assert.equal(createRequire(import.meta.url)('ratekeeper/nestjs').RatekeeperThrottlerStorage, RatekeeperThrottlerStorage)
+  })
+
+  check(`ratekeeper/hono in a Hono app on ${storeName}`, async () => {
+    assert.equal(createRequire(import.meta.url)('ratekeeper/hono').Store, HonoStore)
+    const counts = new HonoStore({ client, prefix: `hrl${run}:` })
+    const app = new Hono()
+    app.use(rateLimiter({ windowMs: 3_600_000, limit: 2, keyGenerator: () => 'ip', store: counts }))
+    app.get('/', (c) => c.text('ok'))
+    const answers = []
+    for (let i = 0; i < 3; i++) {
+      const response = await app.request('/')
+      answers.push([response.status, response.headers.get('ratelimit-remaining')])
+    }
+    assert.deepEqual(answers, [[200, '1'], [200, '0'], [429, '0']])
+    assert.equal((await counts.get('ip')).totalHits, 3)
+  })
+
+  check(`ratekeeper/koa in a Koa app on ${storeName}`, async () => {
+    assert.equal(createRequire(import.meta.url)('ratekeeper/koa').rateLimit, koaRateLimit)
+    const app = new Koa()
+    const limiter = new TokenBucket({ client, namespace: `smoke-koa${run}:`, capacity: 2, refillInterval: 3_600_000 })
+    app.use(koaRateLimit({ limiter }))
+    app.use((ctx) => {
+      ctx.body = { left: ctx.state.rateLimit.remaining }
+    })
+    const server = await new Promise((resolve) => {
+      const listening = app.listen(0, '127.0.0.1', () => resolve(listening))
+    })
+    try {
+      const answers = []
+      for (let i = 0; i < 3; i++) {
+        const response = await fetch(`http://127.0.0.1:${server.address().port}/`)
+        answers.push([response.status, response.headers.get('retry-after'), await response.text()])
+      }
+      assert.deepEqual(answers.slice(0, 2), [[200, null, '{"left":1}'], [200, null, '{"left":0}']])
+      assert.deepEqual(answers[2].slice(0, 2), [429, '3600'])
+      assert.match(answers[2][2], /^You must wait \d+ ms before you can make requests\.$/)
+    } finally {
+      server.close()
+    }
   })
 }
 
