@@ -62,10 +62,12 @@ export declare class ExpiringCounterEngine {
    */
   constructor(options: ExpiringCounterOptions & EngineStoreOptions, store?: RedisStore | null)
   /**
-   * The engine's entry point: runs `mode` (0 add, 1 set, 2 get, 3 delete) for `key` with the
-   * call options `{ points, durationMs, now }` (points a whole number of at most 2^53 - 1 in
-   * size, default 0; durationMs from 0, for never, to 1e12, default the engine's
-   * `durationMs`). The answer comes as `RollingWindow.run` describes; its numbers are the
+   * The engine's entry point: runs `mode` (0 add, 1 set, 2 get, 3 delete, 4 add over: an add
+   * after which a count past `limit` starts its window again, `growth` times longer for each
+   * hit further past it, at most 1e12 ms) for `key` with the call options
+   * `{ points, durationMs, now }`, and for mode 4 `{ limit, growth }` too (points and limit
+   * whole numbers of at most 2^53 - 1 in size, points default 0; durationMs from 0, for never,
+   * to 1e12, default the engine's `durationMs`; growth from 1 to 1e6, default 1). The answer comes as `RollingWindow.run` describes; its numbers are the
    * points, the milliseconds left (-1 for never), whether the call started the counter, and
    * whether the key holds one.
    */

@@ -408,6 +408,29 @@ describe("the store's answers, step by step, against the plugin's own stores", (
     })
   }
 
+  it('on Redis, a hit is one script call, restart included: two processes\' concurrent hits over max lose none', async () => {
+    // Two stores on connections of their own (as two app processes): with the add and the restart
+    // in two calls, one's restart could overwrite the other's add.
+    const nameSpace = uniqueNameSpace('two')
+    const [first, second] = [new RedisStore(redis.server.url), new RedisStore(redis.server.url)]
+    try {
+      const stores = [first, second].map((client) => new (ratekeeperStore({ client, nameSpace }))({ exponentialBackoff: true }))
+      await call(stores[0], 'incr', 'k', MINUTE, 3)
+      const calls = () => first.stats().calls + second.stats().calls
+      const callsBefore = calls()
+      const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => call(stores[i % 2], 'incr', 'k', MINUTE, 3)))
+      assert.equal(calls() - callsBefore, 200, 'one call of the script per hit')
+      assert.deepEqual(answers.map(({ current }) => current).sort((a, b) => a - b), Array.from({ length: 200 }, (_, i) => i + 2))
+      assert.equal(await redis.server.cli('GET', `${nameSpace}k`), '201')
+      // Each hit over max answered the backoff of its own count: 60 s * 2^(current - 4), capped.
+      for (const { current, ttl } of answers) assert.equal(ttl, current > 3 ? Math.min(MINUTE * 2 ** (current - 4), MAX_DURATION_MS) : ttl, `hit ${current}`)
+      const left = Number(await redis.server.cli('PTTL', `${nameSpace}k`))
+      assert.ok(left > MAX_DURATION_MS - MINUTE && left <= MAX_DURATION_MS, `PTTL ${left}`)
+    } finally {
+      await Promise.all([first.close(), second.close()])
+    }
+  })
+
   it('on Redis, concurrent hits of one process over max lose none: the restarts of the window go in order', async () => {
     const store = new (ratekeeperStore({ client: redis.server.url, nameSpace: uniqueNameSpace('burst') }))({ continueExceeding: true })
     const answers = await Promise.all(Array.from({ length: 20 }, () => call(store, 'incr', 'k', MINUTE, 5)))

@@ -9,8 +9,8 @@
  * time left (`{ current, ttl }`), and compares `current` to its `max`. The expiring counter
  * (lib/flexible/counter.js) is the plugin's window exactly: a count that starts at a key's first
  * hit and lives `timeWindow` from then. Over `max`, `continueExceeding` and `exponentialBackoff`
- * restart the window; the counter has no "add, then restart when over a limit" in one step, so
- * that restart is a `set` after the `add` (in memory the two run back to back, so atomically).
+ * restart the window: on Redis in the same script call as the hit (the counter's `addOver`); in
+ * memory as the plugin's LocalStore does, a `set` after the `add`, back to back.
  */
 
 const { ExpiringCounter } = require('./flexible/counter.js')
@@ -135,22 +135,22 @@ function storeClass(nameSpace, counterFor) {
 
     /**
      * The plugin's RedisStore: as in memory, but with `exponentialBackoff` the key lives as long as
-     * the `ttl` answered (at most 1e12 ms). Restarting the window takes a second call: a hit
-     * counted meanwhile by another process for the same key can be overwritten (the count then
-     * lags by one; see docs/fastify.md).
+     * the `ttl` answered (at most 1e12 ms). One script call: the add, and the window's restart over
+     * `max` (the counter's `addOver`, whose growth is 1 for `continueExceeding`, 2 for
+     * `exponentialBackoff`).
      */
     async #incrOnRedis(id, timeWindow, max) {
-      const { points, msLeft, fresh } = await this.#counter.add(id, 1, timeWindow)
-      if (!this.#restartsWindow(points, fresh, max)) return { current: points, ttl: msLeft }
-      const windowMs = this.#continueExceeding ? timeWindow : Math.min(backoffMs(timeWindow, points, max), MAX_DURATION_MS)
-      await this.#counter.set(id, points, windowMs)
-      return { current: points, ttl: windowMs }
+      const restarts = this.#continueExceeding || this.#exponentialBackoff
+      const { points, msLeft } = restarts
+        ? await this.#counter.addOver(id, 1, timeWindow, max, this.#continueExceeding ? 1 : 2)
+        : await this.#counter.add(id, 1, timeWindow)
+      return { current: points, ttl: msLeft }
     }
 
     /**
-     * Whether a hit that brought a key to `points` starts its window again: over `max`, with
-     * `continueExceeding` or `exponentialBackoff`. Not a `fresh` key's (its window has just
-     * started, as long as a restart would make it: with max 0, no second call on Redis).
+     * In memory, whether a hit that brought a key to `points` starts its window again: over `max`,
+     * with `continueExceeding` or `exponentialBackoff`. Not a `fresh` key's (its window has just
+     * started, as long as a restart would make it).
      */
     #restartsWindow(points, fresh, max) {
       return !fresh && points > max && (this.#continueExceeding || this.#exponentialBackoff)

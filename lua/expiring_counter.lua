@@ -12,6 +12,11 @@
 --   "add"    adds the points; a key that does not exist starts holding them, with the duration
 --            as its TTL; one without a TTL is given the duration (as rate-limiter-flexible does)
 --   "set"    sets the key to the points with the duration as its TTL (0: none)
+--   "over"   adds the points as "add" does; then, when the key was there already and now holds
+--            more than a limit, starts its TTL again: the duration times a growth to the power of
+--            how far the count is past the limit + 1, at most 1e12 ms (@fastify/rate-limit's
+--            continueExceeding: growth 1; its exponentialBackoff: 2). Its duration argument is
+--            "duration limit growth", space separated
 --   "get"    reads the key
 --   "delete" deletes the key
 --   "union"  adds the points to each of its N keys as "add" does, or to none when one of them
@@ -20,7 +25,7 @@
 -- KEYS           per call, its key (a "union" its N keys)
 --
 -- Reply: per call, { points, ms left (-1: never expires), 1 when this call started the key else 0 }
--- for "add" and "set", the same or {} (no key) for "get", 1 or 0 (whether a key was deleted) for
+-- for "add", "over" and "set", the same or {} (no key) for "get", 1 or 0 (whether a key was deleted) for
 -- "delete", and for "union" per key { points, ms left (-2: no key), started, 1 when refused };
 -- or the error message (a string) of a call that failed alone.
 
@@ -55,6 +60,24 @@ local function add(key, points, duration)
     left = tonumber(duration)
   end
   return { count, left, fresh }
+end
+
+-- The longest TTL "over" gives, in ms (as the engine's longest duration).
+local LONGEST_MS = 1e12
+
+-- "add", then past `limit` the TTL starts again, `growth` times longer for each hit further past.
+local function add_over(key, points, spec)
+  local duration, limit, growth = string.match(spec, '^(%d+) (%S+) (%S+)$')
+  local answer = add(key, points, duration)
+  if answer[3] == 1 or answer[1] <= tonumber(limit) or duration == '0' then
+    return answer
+  end
+  local window = math.min(tonumber(duration) * tonumber(growth) ^ (answer[1] - tonumber(limit) - 1), LONGEST_MS)
+  window = math.max(math.floor(window), 1)
+  -- (As a string: a Lua number this large would be written as 1e+12, which PEXPIRE refuses.)
+  redis.call('PEXPIRE', key, string.format('%d', window))
+  answer[2] = window
+  return answer
 end
 
 -- Sets the count at `key` to `points` for `duration` ms (0: for good).
@@ -108,6 +131,8 @@ end
 local function call(key, mode, points, duration)
   if mode == 'add' then
     return add(key, points, duration)
+  elseif mode == 'over' then
+    return add_over(key, points, duration)
   elseif mode == 'set' then
     return set(key, points, duration)
   elseif mode == 'get' then

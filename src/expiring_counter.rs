@@ -45,6 +45,15 @@ pub struct Reading {
     pub fresh: bool,
 }
 
+impl Reading {
+    fn with_left(self, left: Micros) -> Reading {
+        Reading {
+            left: Some(left),
+            ..self
+        }
+    }
+}
+
 impl Counter {
     /// The counter as of `now`: `None` once it has ended (its end is reached).
     fn live(slot: &Option<Counter>, now: Micros) -> Option<&Counter> {
@@ -92,6 +101,45 @@ pub fn set(slot: &mut Option<Counter>, points: i64, duration: Micros, now: Micro
     };
     *slot = Some(counter);
     counter.reading(now, true)
+}
+
+/// Adds `points` as [`add`] does; then, when the key's counter was live already and now holds
+/// more than `limit`, starts its window again at `now`: it lasts `duration` times `growth` to the
+/// power of how far the count is past `limit + 1`, at most `longest` microseconds (a counter that
+/// never ends stays so). @fastify/rate-limit's `continueExceeding` is a growth of 1, its
+/// `exponentialBackoff` a growth of 2: every hit over the limit pushes the end further.
+///
+/// ```
+/// use ratekeeper::expiring_counter::add_over;
+///
+/// let mut key = None;
+/// add_over(&mut key, 1, 1_000_000, 0, 1, 2.0, i64::MAX).unwrap();
+/// // Over the limit of 1, 300 ms later: the window starts again, 1 s, then 2 s, then 4 s.
+/// let over = add_over(&mut key, 1, 1_000_000, 300_000, 1, 2.0, i64::MAX).unwrap();
+/// assert_eq!((over.points, over.left, over.fresh), (2, Some(1_000_000), false));
+/// let further = add_over(&mut key, 1, 1_000_000, 400_000, 1, 2.0, i64::MAX).unwrap();
+/// assert_eq!((further.points, further.left), (3, Some(2_000_000)));
+/// ```
+pub fn add_over(
+    slot: &mut Option<Counter>,
+    points: i64,
+    duration: Micros,
+    now: Micros,
+    limit: i64,
+    growth: f64,
+    longest: Micros,
+) -> Outcome<Reading> {
+    let reading = add(slot, points, duration, now)?;
+    if reading.fresh || reading.points <= limit || duration == 0 {
+        return Ok(reading);
+    }
+    let past = (i128::from(reading.points) - i128::from(limit) - 1) as f64;
+    let window = (duration as f64 * growth.powf(past)).min(longest as f64) as Micros;
+    set(slot, reading.points, window.max(1), now);
+    Ok(Reading {
+        fresh: false,
+        ..reading.with_left(window.max(1))
+    })
 }
 
 /// What the key holds at `now`: `None` when it has no live counter.
@@ -176,6 +224,39 @@ mod tests {
         );
         assert_eq!(read(&key, 2 * SECOND).map(|r| r.points), Some(11));
         assert_eq!(read(&key, 6 * SECOND), None);
+    }
+
+    #[test]
+    fn add_over_restarts_the_window_past_the_limit_growing_by_its_factor() {
+        let longest = 100 * SECOND;
+        let mut key = None;
+        let hit = |key: &mut Option<Counter>, at, growth| {
+            let r = add_over(key, 1, 10 * SECOND, at, 2, growth, longest).unwrap();
+            (r.points, r.left.map(|left| left / SECOND), r.fresh)
+        };
+        // Within the limit: the window started at the first hit runs on.
+        assert_eq!(hit(&mut key, 0, 1.0), (1, Some(10), true));
+        assert_eq!(hit(&mut key, 4 * SECOND, 1.0), (2, Some(6), false));
+        // Past it, each hit starts it again (continueExceeding: a growth of 1).
+        assert_eq!(hit(&mut key, 5 * SECOND, 1.0), (3, Some(10), false));
+        assert_eq!(hit(&mut key, 14 * SECOND, 1.0), (4, Some(10), false));
+        assert_eq!(read(&key, 23 * SECOND).map(|r| r.points), Some(4));
+        assert_eq!(read(&key, 24 * SECOND), None);
+        // A growth of 2 (exponentialBackoff): 10 s, 20 s, 40 s, 80 s, then at most `longest`.
+        let mut key = None;
+        hit(&mut key, 0, 2.0);
+        hit(&mut key, 0, 2.0);
+        let lefts: Vec<_> = (0..6).map(|_| hit(&mut key, SECOND, 2.0).1).collect();
+        assert_eq!(lefts, [10, 20, 40, 80, 100, 100].map(Some));
+        // A counter that never ends is not given an end.
+        let mut forever = None;
+        for _ in 0..4 {
+            add_over(&mut forever, 1, 0, 0, 1, 2.0, longest).unwrap();
+        }
+        assert_eq!(
+            read(&forever, Micros::MAX - 1).map(|r| (r.points, r.left)),
+            Some((4, None))
+        );
     }
 
     #[test]

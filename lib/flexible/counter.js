@@ -14,6 +14,7 @@ const ADD = 0
 const SET = 1
 const GET = 2
 const DELETE = 3
+const ADD_OVER = 4
 
 /** `{ points, msLeft, fresh }` (msLeft -1: never expires), or null when the key holds nothing. */
 const decodeReading = (values, i) => (values[i + 3] === 1 ? { points: values[i], msLeft: values[i + 1], fresh: values[i + 2] === 1 } : null)
@@ -70,6 +71,16 @@ class ExpiringCounter {
   /** Adds `points` to `key`'s count; a key without one starts one for `durationMs` (0: never expires). */
   add(key, points, durationMs) {
     return this.#call(ADD, key, this.#options(points, durationMs), decodeReading)
+  }
+
+  /**
+   * `add`, and then, when the key held a count already and now holds more than `limit`, its
+   * window starts again: `durationMs` times `growth` (1 to 1e6) to the power of how far the count
+   * is past `limit + 1`, at most 1e12 ms. One script call on Redis (@fastify/rate-limit's
+   * `continueExceeding`: growth 1; its `exponentialBackoff`: 2).
+   */
+  addOver(key, points, durationMs, limit, growth) {
+    return this.#call(ADD_OVER, key, { ...this.#options(points, durationMs), limit, growth }, decodeReading)
   }
 
   /** Sets `key`'s count to `points` for `durationMs` (0: never expires), whatever it held. */

@@ -54,6 +54,8 @@ enum Mode {
     Set,
     Get,
     Delete,
+    /// `add`, then past `limit` the window starts again, `growth` times longer per hit.
+    AddOver,
 }
 
 impl Mode {
@@ -63,6 +65,7 @@ impl Mode {
             1 => Ok(Mode::Set),
             2 => Ok(Mode::Get),
             3 => Ok(Mode::Delete),
+            4 => Ok(Mode::AddOver),
             _ => Err(invalid_argument(format!("unknown mode {code}"))),
         }
     }
@@ -73,6 +76,7 @@ impl Mode {
             Mode::Set => "set",
             Mode::Get => "get",
             Mode::Delete => "delete",
+            Mode::AddOver => "over",
         }
     }
 }
@@ -84,7 +88,18 @@ struct Call {
     /// In milliseconds, 0 for never: fractions allowed.
     duration_ms: f64,
     now: Option<Micros>,
+    /// `AddOver`'s: the count past which the window starts again, and by what it grows each time.
+    over: Option<Over>,
 }
+
+#[derive(Clone, Copy)]
+struct Over {
+    limit: i64,
+    growth: f64,
+}
+
+/// The largest growth `AddOver` takes (exponentialBackoff's is 2).
+const MAX_GROWTH: f64 = 1e6;
 
 /// The answer's numbers: the points, the milliseconds left (-1 for never), 1 when the call
 /// started the counter, 1 when the key holds a counter (0 for a `get` of none, when the other
@@ -156,6 +171,9 @@ impl FastRun for JsExpiringCounter {
         let (Ok(mode), Ok(points)) = (Mode::from_code(mode), checked_points(points)) else {
             return Ok(None);
         };
+        if mode == Mode::AddOver {
+            return Ok(None);
+        }
         let now = match now {
             now if now.is_nan() => None,
             now => match now_argument(now) {
@@ -168,6 +186,7 @@ impl FastRun for JsExpiringCounter {
             points,
             duration_ms: self.duration_ms,
             now,
+            over: None,
         };
         answer_in_memory(&mut store.borrow_mut(), id, &call).map(Some)
     }
@@ -186,10 +205,12 @@ impl JsExpiringCounter {
         Self::build(options, store).map_err(|failure| js_error(&env, failure))
     }
 
-    /// The engine's entry point: runs `mode` (0 add, 1 set, 2 get, 3 delete) for `key` with the
-    /// call options `{ points, durationMs, now }` (points a whole number of at most 2^53 - 1 in
-    /// size, default 0; durationMs from 0, for never, to 1e12, default the engine's
-    /// `durationMs`). The answer comes as `RollingWindow.run` describes; its numbers are the
+    /// The engine's entry point: runs `mode` (0 add, 1 set, 2 get, 3 delete, 4 add over: an add
+    /// after which a count past `limit` starts its window again, `growth` times longer for each
+    /// hit further past it, at most 1e12 ms) for `key` with the call options
+    /// `{ points, durationMs, now }`, and for mode 4 `{ limit, growth }` too (points and limit
+    /// whole numbers of at most 2^53 - 1 in size, points default 0; durationMs from 0, for never,
+    /// to 1e12, default the engine's `durationMs`; growth from 1 to 1e6, default 1). The answer comes as `RollingWindow.run` describes; its numbers are the
     /// points, the milliseconds left (-1 for never), whether the call started the counter, and
     /// whether the key holds one.
     #[napi(
@@ -327,8 +348,14 @@ impl JsExpiringCounter {
             )
         })?;
         let reply = dispatch::begin(env, ticket)?;
-        // Redis keeps TTLs in whole milliseconds: a fraction is rounded up.
-        let duration = format!("{}", call.duration_ms.ceil() as i64);
+        // Redis keeps TTLs in whole milliseconds: a fraction is rounded up. An add over a limit
+        // gives its limit and growth with it.
+        let duration = match call.over {
+            Some(Over { limit, growth }) => {
+                format!("{} {limit} {growth}", call.duration_ms.ceil() as i64)
+            }
+            None => format!("{}", call.duration_ms.ceil() as i64),
+        };
         let args = vec![
             call.mode.script_name().to_owned(),
             call.points.to_string(),
@@ -465,12 +492,30 @@ fn read_call(mode: Mode, options: Option<Unknown>, default_duration_ms: f64) -> 
     let points = r.number("points")?.unwrap_or(0.0);
     let duration_ms = r.number("durationMs")?.unwrap_or(default_duration_ms);
     let now = r.number("now")?.map(now_argument).transpose()?;
+    let over = if mode == Mode::AddOver {
+        let limit = r.number("limit")?.ok_or_else(|| {
+            invalid_argument("an add over a limit needs its `limit`, a whole number")
+        })?;
+        let growth = r.number("growth")?.unwrap_or(1.0);
+        if !(1.0..=MAX_GROWTH).contains(&growth) {
+            return Err(invalid_argument(format!(
+                "`growth` must be a number from 1 to {MAX_GROWTH:e}, got {growth}"
+            )));
+        }
+        Some(Over {
+            limit: checked_points(limit)?,
+            growth,
+        })
+    } else {
+        None
+    };
     r.finish()?;
     Ok(Call {
         mode,
         points: checked_points(points)?,
         duration_ms: checked_duration(duration_ms)?,
         now,
+        over,
     })
 }
 
@@ -498,25 +543,34 @@ fn answer_in_memory(
         0 if call.duration_ms > 0.0 => 1,
         duration => duration,
     };
-    Ok(match call.mode {
-        Mode::Add => values(Some(counter::add(
+    Ok(match (call.mode, call.over) {
+        (Mode::AddOver, Some(over)) => values(Some(counter::add_over(
+            written(store, key, now),
+            call.points,
+            duration,
+            now,
+            over.limit,
+            over.growth,
+            millis_to_micros(MAX_DURATION_MS),
+        )?)),
+        (Mode::Add | Mode::AddOver, _) => values(Some(counter::add(
             written(store, key, now),
             call.points,
             duration,
             now,
         )?)),
-        Mode::Set => values(Some(counter::set(
+        (Mode::Set, _) => values(Some(counter::set(
             written(store, key, now),
             call.points,
             duration,
             now,
         ))),
-        Mode::Get => values(
+        (Mode::Get, _) => values(
             store
                 .get(key)
                 .and_then(|slot| counter::read(&slot.counter, now)),
         ),
-        Mode::Delete => {
+        (Mode::Delete, _) => {
             let found = store
                 .get(key)
                 .is_some_and(|slot| counter::read(&slot.counter, now).is_some());
