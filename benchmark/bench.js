@@ -4,7 +4,8 @@
 //
 //   npm run bench                       # every scenario at 1, 64 and 256 callers over 10 and 10,000 ids
 //   npm run bench -- --rounds 3 --only "fixed window" --concurrency 256 --ids 10000
-//   npm run bench -- --only http        # the HTTP scenario alone (benchmark/http.js)
+//   npm run bench -- --only http        # the HTTP scenario alone (benchmark/http.js): a table per framework
+//   npm run bench -- --only http --http-frameworks fastify,koa   # some of its tables
 //
 // Each scenario runs both libraries on the same workload (CONCURRENCY callers in flight, ids
 // drawn from IDS), alternating which goes first from round to round, each run in a process of
@@ -134,7 +135,7 @@ function parseArgs(argv) {
   const out = {}
   for (let i = 0; i < argv.length; i += 2) {
     const name = argv[i].replace(/^--/, '')
-    out[name] = ['only', 'memory-child', 'run-child'].includes(name) ? argv[i + 1] : Number(argv[i + 1])
+    out[name] = ['only', 'memory-child', 'run-child', 'http-frameworks'].includes(name) ? argv[i + 1] : Number(argv[i + 1])
   }
   return out
 }
@@ -669,7 +670,7 @@ async function main() {
 
   let http
   if (!args.only || 'http'.includes(args.only)) {
-    http = await httpBenchmark({ rounds: args['http-rounds'] ?? 3, seconds: args['http-seconds'] ?? 5 })
+    http = await httpBenchmark({ rounds: args['http-rounds'] ?? 3, seconds: args['http-seconds'] ?? 5, frameworks: args['http-frameworks'] })
     console.log(`\n${http.join('\n')}`)
   }
 

@@ -175,4 +175,4 @@ function writeResults(results, { dir = __dirname, readme = path.join(__dirname, 
   if (block.test(text)) fs.writeFileSync(readme, text.replace(block, `<!-- bench:start -->\n${summary(results)}\n<!-- bench:end -->`))
 }
 
-module.exports = { writeResults, chart, summary }
+module.exports = { writeResults, chart, summary, version }
