@@ -21,7 +21,7 @@ const { createClient } = require('redis')
 
 const { ratekeeperStore } = require('../fastify.js')
 const { RedisStore } = require('..')
-const { useRedisServer, startRedis } = require('./helpers/redis-server.js')
+const { useRedisServer, startRedis, startCluster, clusterSkip } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
 
 const redis = useRedisServer()
@@ -544,6 +544,27 @@ describe('ratekeeperStore on Redis', () => {
     }
     assert.equal(await redis.server.cli('TYPE', `${nameSpace}k`), 'string')
     assert.ok(Number(await redis.server.cli('PTTL', `${nameSpace}k`)) > 0)
+  })
+})
+
+describe('ratekeeperStore on a Redis Cluster', { skip: clusterSkip() }, () => {
+  it('counts each key on its own slot, a window restarted over max in the same call, every key with a TTL', async (t) => {
+    const cluster = await startCluster()
+    t.after(() => cluster.stop())
+    const Store = ratekeeperStore({ client: { cluster: cluster.nodes.map((node) => node.url) }, nameSpace: 'fy-cluster-' })
+    const store = new Store({ exponentialBackoff: true })
+    const keys = Array.from({ length: 30 }, (_, i) => `client-${i}`)
+    const answers = []
+    for (let hit = 0; hit < 4; hit++) answers.push(await Promise.all(keys.map((key) => call(store, 'incr', key, MINUTE, 2))))
+    // Each key: 1 and 2 in the window, then over max 2: 60 s, then 120 s.
+    for (const [hit, expected] of [[1, MINUTE], [2, undefined], [3, MINUTE], [4, 2 * MINUTE]].entries()) {
+      for (const answer of answers[hit]) {
+        assert.equal(answer.current, expected[0])
+        if (expected[1] !== undefined) assert.equal(answer.ttl, expected[1])
+      }
+    }
+    const ttls = await Promise.all(keys.map(async (key) => Number(await cluster.cli(cluster.nodes[0].port, '-c', 'PTTL', `fy-cluster-${key}`))))
+    assert.ok(ttls.every((ttl) => ttl > MINUTE && ttl <= 2 * MINUTE), ttls.join())
   })
 })
 
