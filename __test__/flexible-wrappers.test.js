@@ -65,13 +65,21 @@ async function settle() {
  * - `step(label, promise)`: `track`, then `settle`;
  * - `outcomes(n)` waits for the trace's `n`th outcome (from Redis), as `settle` does;
  * - `tick(ms)` settles, moves the clock on (a mark in the trace: what follows settled after) and
- *   settles again.
+ *   settles again;
+ * - `timers()` counts the timers the package set, and `timerSince(count)` waits for one more.
  */
 async function onBoth(scenario, { apis = ['Date', 'setTimeout'], before, after } = {}) {
   const traces = {}
   for (const [name, lib] of Object.entries(LIBS)) {
     const context = before ? await before(name, lib) : {}
     mock.timers.enable({ apis, now: T0 })
+    // How many timers the package set (mock.timers.reset puts the real setTimeout back).
+    let timersSet = 0
+    const mockedSetTimeout = globalThis.setTimeout
+    globalThis.setTimeout = function countedSetTimeout(...args) {
+      timersSet++
+      return mockedSetTimeout.apply(this, args)
+    }
     const trace = []
     let together = 0
     try {
@@ -97,7 +105,15 @@ async function onBoth(scenario, { apis = ['Date', 'setTimeout'], before, after }
         track(label, promise)
         return settled()
       }
-      await scenario(lib, { ...context, track, step, tick, settle: settled, outcomes: answered })
+      /** Until the package has set a timer since `timersSet` was `before` (a queue waiting: its try was refused). */
+      const timerSince = async (before) => {
+        const until = performance.now() + 5000
+        while (timersSet === before) {
+          assert.ok(performance.now() < until, `a timer expected: ${JSON.stringify(trace)}`)
+          await new Promise(setImmediate)
+        }
+      }
+      await scenario(lib, { ...context, track, step, tick, settle: settled, outcomes: answered, timers: () => timersSet, timerSince })
       await settle()
       traces[name] = inOrder(trace)
     } finally {
@@ -519,7 +535,7 @@ describe('RateLimiterQueue and BurstyRateLimiter, beside rate-limiter-flexible o
   })
 
   it('BurstyRateLimiter: the same answers and keys, and a queue over it', async () => {
-    const traces = await onRedis(async (lib, { client, prefix, track, tick, outcomes, settle }) => {
+    const traces = await onRedis(async (lib, { client, prefix, track, tick, outcomes, timers, timerSince }) => {
       const rate = new lib.RateLimiterRedis({ storeClient: client, keyPrefix: `${prefix}-rate`, points: 2, duration: 60 })
       const burst = new lib.RateLimiterRedis({ storeClient: client, keyPrefix: `${prefix}-burst`, points: 2, duration: 600 })
       const bursty = new lib.BurstyRateLimiter(rate, burst)
@@ -533,8 +549,11 @@ describe('RateLimiterQueue and BurstyRateLimiter, beside rate-limiter-flexible o
       track('keys', Promise.all([client.get(`${prefix}-rate:k`), client.get(`${prefix}-burst:k`)]))
       await outcomes(8)
       const queue = new lib.RateLimiterQueue(bursty)
+      const before = timers()
       track('queued', queue.removeTokens(1, 'k'))
-      await settle()
+      // Its first try refused (the queue waits on a timer) before the key is freed: else the
+      // refusal could come back after the clock has moved on, and its timer never fire.
+      await timerSince(before)
       track('delete', rate.delete('k'))
       await outcomes(9)
       await tick(60_000)
