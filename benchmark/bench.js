@@ -38,6 +38,9 @@ const { httpBenchmark, redisCpuSeconds } = require('./http.js')
 const { writeResults } = require('./results.js')
 
 const args = parseArgs(process.argv.slice(2))
+// For an A/B of the direct lane (benchmark/RESULTS.md, items 29 and 33): `RATEKEEPER_BENCH_LANES=off`
+// sends every lone call the usual way, in this process and the runs' (which inherit it).
+if (process.env.RATEKEEPER_BENCH_LANES === 'off') require('../lib/native.js').setDirectLanes(false)
 const ROUNDS = args.rounds ?? 5
 const MEMORY_OPS = args.ops ?? 50_000
 const REDIS_OPS = args.ops ?? 20_000
