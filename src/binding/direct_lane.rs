@@ -5,7 +5,7 @@ use napi::bindgen_prelude::{Buffer, BufferSlice, Either3, Float64ArraySlice, Uin
 use napi::Env;
 use napi_derive::napi;
 
-use super::dispatch::{answer_here, write_answers};
+use super::dispatch::answer_here;
 use super::js_error;
 use super::redis_store::JsRedisStore;
 use crate::store::direct::{self, Read, Taken};
@@ -86,11 +86,10 @@ pub fn read_direct_reply(
     mut out: Float64ArraySlice,
 ) -> napi::Result<u32> {
     let mut read = Read::More;
-    match answer_here(&env, || read = direct::read(&bytes)) {
-        Some(Ok(answers)) => {
-            write_answers(&mut out, &answers).map_err(|failure| js_error(&env, failure))?;
-            Ok(1)
-        }
+    // SAFETY: `out` is a live Float64Array of the caller's, used only during this call.
+    let out = unsafe { out.as_mut() };
+    match answer_here(&env, || read = direct::read(&bytes), out) {
+        Some(Ok(())) => Ok(1),
         Some(Err(failure)) => Err(js_error(&env, failure)),
         None => Ok(match read {
             Read::More | Read::Answered => 0,
@@ -104,7 +103,7 @@ pub fn read_direct_reply(
 /// it got no answer in time. Throws the call's error (nothing when no call is on the lane).
 #[napi(catch_unwind)]
 pub fn fail_direct_call(env: Env, reason: Option<String>) -> napi::Result<()> {
-    match answer_here(&env, || direct::fail(reason.as_deref())) {
+    match answer_here(&env, || direct::fail(reason.as_deref()), &mut []) {
         Some(Err(failure)) => Err(js_error(&env, failure)),
         _ => Ok(()),
     }

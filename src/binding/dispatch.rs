@@ -179,60 +179,83 @@ pub struct Reply {
 /// What the [`Reply`]s sent while [`answer_here`] ran: each one's channel, ticket and outcome.
 type SentHere = Vec<(Arc<Shared>, Ticket, Outcome<Values>)>;
 
-thread_local! {
-    /// While [`answer_here`] runs: what the [`Reply`]s sent on this thread meanwhile.
-    static HERE: RefCell<Option<SentHere>> = const { RefCell::new(None) };
+/// [`answer_here`]'s state on this thread.
+struct Here {
+    /// Whether [`answer_here`] is running: a [`Reply`] sent then is kept in `sent`.
+    running: bool,
+    /// Empty between calls; kept for its capacity, so that a lone call allocates nothing.
+    sent: SentHere,
 }
 
-/// Answers handed to JavaScript at once: each call's ticket (as JavaScript numbers it) and values.
-pub type AnsweredHere = Vec<(f64, Values)>;
+thread_local! {
+    static HERE: RefCell<Here> = const {
+        RefCell::new(Here {
+            running: false,
+            sent: Vec::new(),
+        })
+    };
+}
 
-/// Runs `answer`, which sends [`Reply`]s on this thread (the JS thread), and gives back what they
-/// sent instead of queueing it for the answer channel: the caller hands it to JavaScript itself
-/// (the direct lane, `src/store/direct.rs`). One call of Redis may answer several (a union):
-/// when every reply succeeded, all are given back; when one failed, only the first reply's
-/// outcome is, and the others go the usual way. `None` when no reply was sent.
-pub fn answer_here(env: &Env, answer: impl FnOnce()) -> Option<Outcome<AnsweredHere>> {
-    HERE.with(|here| *here.borrow_mut() = Some(Vec::new()));
+/// Numbers per answer handed over at once (see [`answer_here`]): its ticket, then its values.
+const RECORD: usize = 1 + VALUES;
+
+/// Runs `answer`, which sends [`Reply`]s on this thread (the JS thread), and hands what they sent
+/// to JavaScript itself instead of queueing it for the answer channel (the direct lane,
+/// `src/store/direct.rs`): `out` then holds how many calls were answered, and each one's ticket
+/// and values. One call of Redis may answer several (a union): when every reply succeeded and
+/// `out` holds them, all are handed over; else only the first reply's outcome is (its failure
+/// given back), and the others go the usual way. `None` when no reply was sent.
+pub fn answer_here(env: &Env, answer: impl FnOnce(), out: &mut [f64]) -> Option<Outcome<()>> {
+    HERE.with(|here| here.borrow_mut().running = true);
     answer();
-    let sent = HERE
-        .with(|here| here.borrow_mut().take())
-        .unwrap_or_default();
-    if sent.iter().all(|(_, _, outcome)| outcome.is_ok()) {
-        let mut answers = Vec::with_capacity(sent.len());
-        for (shared, ticket, outcome) in sent {
-            settled(env, &shared, 1);
-            answers.extend(outcome.ok().map(|values| (ticket.number(), values)));
-        }
-        return (!answers.is_empty()).then_some(Ok(answers));
+    let mut sent = HERE.with(|here| {
+        let mut here = here.borrow_mut();
+        here.running = false;
+        std::mem::take(&mut here.sent)
+    });
+    let handed = hand_over(env, &mut sent, out);
+    HERE.with(|here| here.borrow_mut().sent = sent);
+    handed
+}
+
+/// [`answer_here`]'s hand-over of `sent` (left empty) into `out`.
+fn hand_over(env: &Env, sent: &mut SentHere, out: &mut [f64]) -> Option<Outcome<()>> {
+    if sent.is_empty() {
+        return None;
     }
-    let mut sent = sent.into_iter();
-    let (shared, ticket, first) = sent.next()?;
+    // `out` holds the count, then a record per answer.
+    let all_fit = sent.len() * RECORD < out.len();
+    if all_fit && sent.iter().all(|(_, _, outcome)| outcome.is_ok()) {
+        out[0] = sent.len() as f64;
+        for ((shared, ticket, outcome), record) in
+            sent.drain(..).zip(out[1..].chunks_exact_mut(RECORD))
+        {
+            settled(env, &shared, 1);
+            if let Ok(values) = outcome {
+                record[0] = ticket.number();
+                record[1..].copy_from_slice(&values);
+            }
+        }
+        return Some(Ok(()));
+    }
+    let mut rest = sent.drain(..);
+    let (shared, ticket, first) = rest.next()?;
     settled(env, &shared, 1);
-    for (shared, ticket, outcome) in sent {
+    for (shared, ticket, outcome) in rest {
         shared.deliver(ticket, outcome);
     }
-    Some(first.map(|values| vec![(ticket.number(), values)]))
-}
-
-/// Writes answers given at once (the direct lane's) into the caller's `out` array: their count,
-/// then each one's ticket and values.
-pub fn write_answers(out: &mut Float64ArraySlice, answers: &AnsweredHere) -> Outcome<()> {
-    // SAFETY: `out` is a live Float64Array of the caller's, used only during this call.
-    let out = unsafe { out.as_mut() };
-    let needed = 1 + answers.len() * (1 + VALUES);
-    if out.len() < needed {
-        return Err(Failure::range_error(
+    Some(first.and_then(|values| match out.get_mut(..1 + RECORD) {
+        Some(record) => {
+            record[0] = 1.0;
+            record[1] = ticket.number();
+            record[2..].copy_from_slice(&values);
+            Ok(())
+        }
+        None => Err(Failure::range_error(
             ErrorCode::InvalidArgument,
-            format!("`out` must hold {needed} numbers"),
-        ));
-    }
-    out[0] = answers.len() as f64;
-    for ((ticket, values), record) in answers.iter().zip(out[1..].chunks_exact_mut(1 + VALUES)) {
-        record[0] = *ticket;
-        record[1..].copy_from_slice(values);
-    }
-    Ok(())
+            format!("`out` must hold {} numbers", 1 + RECORD),
+        )),
+    }))
 }
 
 /// `count` calls of `shared` were handed to JavaScript: once none is pending, the channel no
@@ -261,12 +284,13 @@ impl Reply {
 
     pub fn send(mut self, outcome: Outcome<Values>) {
         self.sent = true;
-        let outcome = HERE.with(|here| match here.borrow_mut().as_mut() {
-            Some(sent) => {
-                sent.push((self.shared.clone(), self.ticket, outcome));
-                None
+        let outcome = HERE.with(|here| {
+            let mut here = here.borrow_mut();
+            if !here.running {
+                return Some(outcome);
             }
-            None => Some(outcome),
+            here.sent.push((self.shared.clone(), self.ticket, outcome));
+            None
         });
         if let Some(outcome) = outcome {
             self.shared.deliver(self.ticket, outcome);

@@ -210,9 +210,9 @@ impl JsExpiringCounter {
     /// hit further past it, at most 1e12 ms) for `key` with the call options
     /// `{ points, durationMs, now }`, and for mode 4 `{ limit, growth }` too (points and limit
     /// whole numbers of at most 2^53 - 1 in size, points default 0; durationMs from 0, for never,
-    /// to 1e12, default the engine's `durationMs`; growth from 1 to 1e6, default 1). The answer comes as `RollingWindow.run` describes; its numbers are the
-    /// points, the milliseconds left (-1 for never), whether the call started the counter, and
-    /// whether the key holds one.
+    /// to 1e12, default the engine's `durationMs`; growth from 1 to 1e6, default 1). The answer
+    /// comes as `RollingWindow.run` describes; its numbers are the points, the milliseconds left
+    /// (-1 for never), whether the call started the counter, and whether the key holds one.
     #[napi(
         catch_unwind,
         ts_args_type = "mode: number, key: unknown, options: unknown, ticket: number, out: Float64Array"
