@@ -77,8 +77,9 @@ export declare class ExpiringCounterEngine {
    * `keys` (1 to 64 whole Redis keys, on one Cluster slot), each starting its count for
    * `durationsMs[i]` when absent, or to none when one would go over `limits[i]`; in one script
    * call. Each key's answer comes under `tickets[i]`, as `run`'s: the points held (this call's
-   * included when none refused), the milliseconds left (-1 for never, 0 for no key), whether
-   * the call started the count, whether the key holds one, and whether it is one that refused.
+   * included when none refused), the milliseconds left (-1 for never, 0 for no key, and 0 for
+   * a key that did not refuse in a union that another refused: not read), whether the call
+   * started the count, whether the key holds one, and whether it is one that refused.
    * In memory (where each limiter has its own store) `lib/flexible/RateLimiterUnion.js`
    * decides on its own, synchronously; this throws `ERR_INVALID_ARGUMENT` there.
    */

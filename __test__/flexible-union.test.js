@@ -305,6 +305,32 @@ describe('RateLimiterUnion on Redis', () => {
     assert.ok(blocked['blk-b'].msBeforeNext > 59_000)
   })
 
+  it('charges a key given twice (members sharing a keyPrefix) twice, or not at all when its second limit refuses', async () => {
+    const members = [5, 3].map((points) => new flexible.RateLimiterRedis({ storeClient: redis.server.url, keyPrefix: 'twice', points, duration: 60 }))
+    const union = new flexible.RateLimiterUnion(...members)
+    // Two at once (one script call): the first starts the key with 1 and adds 1 more; the second
+    // would take it to 3 and 4, over the second member's 3.
+    const settled = await Promise.allSettled([union.consume('k'), union.consume('k')])
+    assert.deepEqual(
+      settled.map((outcome) => outcome.status),
+      ['fulfilled', 'rejected'],
+    )
+    assert.equal(settled[0].value.twice.consumedPoints, 2)
+    assert.equal(settled[1].reason.twice.consumedPoints, 2)
+    const client = new IORedis(redis.server.port, '127.0.0.1')
+    try {
+      assert.equal(await client.get('twice:k'), '2')
+      const ttl = await client.pttl('twice:k')
+      assert.ok(ttl > 59_000 && ttl <= 60_000, `TTL ${ttl}`)
+      // A refused union reads the time left of the key that refused.
+      const refused = await union.consume('k').then(assert.fail, (r) => r)
+      assert.ok(refused.twice.msBeforeNext > 59_000 && refused.twice.msBeforeNext <= 60_000, `${refused.twice.msBeforeNext}`)
+      assert.equal(await client.get('twice:k'), '2')
+    } finally {
+      client.disconnect()
+    }
+  })
+
   it('consumes one by one, as rate-limiter-flexible, when the members are not on one store', async () => {
     const memory = new flexible.RateLimiterMemory({ keyPrefix: 'mem', points: 1, duration: 60 })
     const onRedis = new flexible.RateLimiterRedis({ storeClient: redis.server.url, keyPrefix: 'mixed', points: 5, duration: 60 })

@@ -26,7 +26,8 @@
 --
 -- Reply: per call, { points, ms left (-1: never expires), 1 when this call started the key else 0 }
 -- for "add", "over" and "set", the same or {} (no key) for "get", 1 or 0 (whether a key was deleted) for
--- "delete", and for "union" per key { points, ms left (-2: no key), started, 1 when refused };
+-- "delete", and for "union" { points, ms left (-2: no key; 0 for a key that did not refuse in a
+-- union refused by another), started, 1 when refused } per key, one after the other;
 -- or the error message (a string) of a call that failed alone.
 
 -- The count a key holds: its string as a whole number (what INCRBY keeps), or the call's failure.
@@ -38,28 +39,41 @@ local function count_of(key, value)
   return points
 end
 
--- Adds `points` to the count at `key`, which starts with them (for `duration` ms) when absent.
-local function add(key, points, duration)
-  local fresh = 0
+-- Sets the count at `key` to `points` for `duration` ms (0: for good). Returns the count and the
+-- ms left (-1: never expires).
+local function start(key, points, duration)
   if duration ~= '0' then
-    -- Started here when absent: then its TTL is the duration.
-    if redis.call('SET', key, 0, 'PX', duration, 'NX') then
-      fresh = 1
-    end
-  elseif redis.call('EXISTS', key) == 0 then
-    fresh = 1
+    redis.call('SET', key, points, 'PX', duration)
+    return tonumber(points), tonumber(duration)
+  end
+  redis.call('SET', key, points)
+  return tonumber(points), -1
+end
+
+local function set(key, points, duration)
+  local count, left = start(key, points, duration)
+  return { count, left, 1 }
+end
+
+-- Adds `points` to the count at `key` that has `left` ms (its PTTL: -1 none, -2 no key); a key
+-- that is absent starts with them (for `duration` ms). Two commands (the PTTL, then a SET or an
+-- INCRBY), where a SET NX first takes three for a key that is there, the usual case. Returns the
+-- count, the ms left (-1: never expires) and 1 when this call started the key, else 0.
+local function add_after(key, points, duration, left)
+  if left == -2 then
+    local count, started_left = start(key, points, duration)
+    return count, started_left, 1
   end
   local count = redis.call('INCRBY', key, points)
-  if fresh == 1 then
-    -- Its TTL is the duration just set (none for 0): no PTTL to ask.
-    return { count, duration ~= '0' and tonumber(duration) or -1, fresh }
-  end
-  local left = redis.call('PTTL', key)
   if left == -1 and duration ~= '0' then
     redis.call('PEXPIRE', key, duration)
     left = tonumber(duration)
   end
-  return { count, left, fresh }
+  return count, left, 0
+end
+
+local function add(key, points, duration)
+  return { add_after(key, points, duration, redis.call('PTTL', key)) }
 end
 
 -- The longest TTL "over" gives, in ms (as the engine's longest duration).
@@ -80,49 +94,65 @@ local function add_over(key, points, spec)
   return answer
 end
 
--- Sets the count at `key` to `points` for `duration` ms (0: for good).
-local function set(key, points, duration)
-  if duration ~= '0' then
-    redis.call('SET', key, points, 'PX', duration)
-    return { tonumber(points), tonumber(duration), 1 }
+-- A union's spec ("limit duration" per key) as its limits (numbers) and durations (strings),
+-- parsed once per batch: the calls of one RateLimiterUnion share theirs.
+local specs = {}
+local function spec_of(text)
+  local spec = specs[text]
+  if not spec then
+    spec = { {}, {} }
+    for limit, duration in string.gmatch(text, '(%S+) (%S+)') do
+      spec[1][#spec[1] + 1], spec[2][#spec[2] + 1] = tonumber(limit), duration
+    end
+    specs[text] = spec
   end
-  redis.call('SET', key, points)
-  return { tonumber(points), -1, 1 }
+  return spec[1], spec[2]
 end
 
--- A union of the keys from KEYS[first_key] on, one per "limit duration" of `limits`: `points`
--- are added to every key, or to none when one would go over its limit (then each key's answer
--- tells what it holds, and whether it is one that refused).
-local function union(first_key, points, limits)
-  -- Per key: its value (false: none) and its count once the points of the union's entries so far
-  -- are added (a key given twice takes them twice).
-  local keys, values, after, refused = {}, {}, {}, {}
-  local any_refused = false
-  for limit, duration in string.gmatch(limits, '(%S+) (%S+)') do
-    local i = #keys + 1
+-- Per entry of a union (scratch, reused by every union of the batch): the entry before it with
+-- the same key (false: none), the count its key held (false: no key), its key's count once the
+-- points of the union's entries so far are added (a key given twice takes them twice), and
+-- whether it refused.
+local same_as, held, after, refused = {}, {}, {}, {}
+
+-- A union of the keys from KEYS[first_key] on, one per entry of `limits` and `durations`:
+-- `points` are added to every key, or to none when one would go over its limit (then each key's
+-- answer tells what it holds, and whether it is one that refused). Answers its keys' numbers in
+-- one flat table, four per key (a table per key costs Redis more to build and to send).
+local function union(first_key, points, limits, durations)
+  local added, any_refused = tonumber(points), false
+  for i = 1, #durations do
     local key = KEYS[first_key + i - 1]
-    keys[i] = { key, duration }
-    if values[key] == nil then
-      values[key] = redis.call('GET', key)
+    same_as[i] = false
+    for earlier = 1, i - 1 do
+      if KEYS[first_key + earlier - 1] == key then
+        same_as[i] = earlier
+      end
     end
-    local value = values[key]
-    after[key] = (after[key] or (value and count_of(key, value) or 0)) + tonumber(points)
-    refused[i] = after[key] > tonumber(limit)
+    if same_as[i] then
+      held[i], after[i] = held[same_as[i]], after[same_as[i]] + added
+    else
+      local value = redis.call('GET', key)
+      held[i] = value and count_of(key, value)
+      after[i] = (held[i] or 0) + added
+    end
+    refused[i] = after[i] > limits[i]
     any_refused = any_refused or refused[i]
   end
   local answers = {}
-  for i, entry in ipairs(keys) do
-    local key, value = entry[1], values[entry[1]]
+  for i = 1, #durations do
+    local key, at = KEYS[first_key + i - 1], 4 * i - 3
     if any_refused then
-      -- Nothing written: what the key holds.
-      answers[i] = { value and count_of(key, value) or 0, value and redis.call('PTTL', key) or -2, 0, refused[i] and 1 or 0 }
-    elseif not value and after[key] == tonumber(points) then
-      -- Absent (and not given twice): it starts with the points.
-      answers[i] = set(key, points, entry[2])
-      answers[i][4] = 0
+      -- Nothing written: what the key holds, and the time left of those that refused (the others'
+      -- is not asked for: a refused union answers with the limiters that refused).
+      local left = held[i] and (refused[i] and redis.call('PTTL', key) or 0) or -2
+      answers[at], answers[at + 1], answers[at + 2], answers[at + 3] = held[i] or 0, left, 0, refused[i] and 1 or 0
     else
-      answers[i] = add(key, points, entry[2])
-      answers[i][4] = 0
+      -- A key absent when read starts with the points (no TTL to ask for); given twice, it has
+      -- them when its second entry adds to it.
+      local left = (held[i] == false and not same_as[i]) and -2 or redis.call('PTTL', key)
+      answers[at], answers[at + 1], answers[at + 2] = add_after(key, points, durations[i], left)
+      answers[at + 3] = 0
     end
   end
   return answers
@@ -149,9 +179,9 @@ local answers, next_key = {}, 1
 for i, arg in each_call(1, 3) do
   local mode = ARGV[arg]
   if mode == 'union' then
-    local _, key_count = string.gsub(ARGV[arg + 2], '%S+ %S+', '')
-    answers[i] = answer_of(pcall(union, next_key, ARGV[arg + 1], ARGV[arg + 2]))
-    next_key = next_key + key_count
+    local limits, durations = spec_of(ARGV[arg + 2])
+    answers[i] = answer_of(pcall(union, next_key, ARGV[arg + 1], limits, durations))
+    next_key = next_key + #durations
   else
     answers[i] = answer_of(pcall(call, KEYS[next_key], mode, ARGV[arg + 1], ARGV[arg + 2]))
     next_key = next_key + 1

@@ -234,8 +234,9 @@ impl JsExpiringCounter {
     /// `keys` (1 to 64 whole Redis keys, on one Cluster slot), each starting its count for
     /// `durationsMs[i]` when absent, or to none when one would go over `limits[i]`; in one script
     /// call. Each key's answer comes under `tickets[i]`, as `run`'s: the points held (this call's
-    /// included when none refused), the milliseconds left (-1 for never, 0 for no key), whether
-    /// the call started the count, whether the key holds one, and whether it is one that refused.
+    /// included when none refused), the milliseconds left (-1 for never, 0 for no key, and 0 for
+    /// a key that did not refuse in a union that another refused: not read), whether the call
+    /// started the count, whether the key holds one, and whether it is one that refused.
     /// In memory (where each limiter has its own store) `lib/flexible/RateLimiterUnion.js`
     /// decides on its own, synchronously; this throws `ERR_INVALID_ARGUMENT` there.
     #[napi(catch_unwind)]
@@ -587,36 +588,35 @@ fn wrong_answer(e: &dyn std::fmt::Display) -> Failure {
     )
 }
 
-/// The script's answer to a union of `count` keys: each key's numbers, as `values` gives them,
-/// with a fifth, 1 for a key that refused.
+/// The script's answer to a union of `count` keys (four numbers per key, one key after the
+/// other): each key's numbers, as `values` gives them, with a fifth, 1 for a key that refused.
 fn union_values(answer: redis::Value, count: usize) -> Outcome<Vec<Values>> {
-    let keys = Vec::<Vec<i64>>::from_redis_value(answer).map_err(|e| wrong_answer(&e))?;
-    if keys.len() != count {
+    let numbers = Vec::<i64>::from_redis_value(answer).map_err(|e| wrong_answer(&e))?;
+    if numbers.len() != 4 * count {
         return Err(wrong_answer(&format!(
-            "{} keys' answers for {count} keys",
-            keys.len()
+            "{} numbers for {count} keys, not 4 per key",
+            numbers.len()
         )));
     }
-    keys.iter()
-        .map(|key| match key.as_slice() {
-            &[points, left, fresh, refused] => {
-                let found = left != -2;
-                let left = match left {
-                    -2 => 0.0,
-                    -1 => -1.0,
-                    left => left as f64,
-                };
-                Ok([
-                    points as f64,
-                    left,
-                    f64::from(u8::from(fresh == 1)),
-                    f64::from(u8::from(found)),
-                    refused as f64,
-                ])
-            }
-            _ => Err(wrong_answer(&"not { points, ms left, started, refused }")),
+    Ok(numbers
+        .chunks_exact(4)
+        .map(|key| {
+            let [points, left, fresh, refused] = [key[0], key[1], key[2], key[3]];
+            let found = left != -2;
+            let left = match left {
+                -2 => 0.0,
+                -1 => -1.0,
+                left => left as f64,
+            };
+            [
+                points as f64,
+                left,
+                f64::from(u8::from(fresh == 1)),
+                f64::from(u8::from(found)),
+                refused as f64,
+            ]
         })
-        .collect()
+        .collect())
 }
 
 /// The script's answer to one call (see `lua/expiring_counter.lua`) as the answer's numbers.
