@@ -30,15 +30,6 @@
 -- union refused by another), started, 1 when refused } per key, one after the other;
 -- or the error message (a string) of a call that failed alone.
 
--- The count a key holds: its string as a whole number (what INCRBY keeps), or the call's failure.
-local function count_of(key, value)
-  local points = tonumber(value)
-  if not points or not string.match(value, '^-?%d+$') then
-    corrupt(key, 'holds ' .. value .. ', not a whole number of points')
-  end
-  return points
-end
-
 -- Sets the count at `key` to `points` for `duration` ms (0: for good). Returns the count and the
 -- ms left (-1: never expires).
 local function start(key, points, duration)
@@ -48,11 +39,6 @@ local function start(key, points, duration)
   end
   redis.call('SET', key, points)
   return tonumber(points), -1
-end
-
-local function set(key, points, duration)
-  local count, left = start(key, points, duration)
-  return { count, left, 1 }
 end
 
 -- Adds `points` to the count at `key` that has `left` ms (its PTTL: -1 none, -2 no key); a key
@@ -76,6 +62,27 @@ local function add(key, points, duration)
   return { add_after(key, points, duration, redis.call('PTTL', key)) }
 end
 
+-- A batch of one "add" (a lone consume's) is answered here, before the rest is set up: each
+-- function and table a script makes costs Redis CPU at every call.
+if ARGV[1] == '+' and ARGV[2] == 'add' then
+  return { answer_of(pcall(add, KEYS[1], ARGV[3], ARGV[4])) }
+end
+
+-- The count a key holds: its string as a whole number (what INCRBY keeps), or the call's failure.
+local function count_of(key, value)
+  local points = tonumber(value)
+  if not points or not string.match(value, '^-?%d+$') then
+    corrupt(key, 'holds ' .. value .. ', not a whole number of points')
+  end
+  return points
+end
+
+-- "set": the key starts again, holding `points`.
+local function set(key, points, duration)
+  local count, left = start(key, points, duration)
+  return { count, left, 1 }
+end
+
 -- The longest TTL "over" gives, in ms (as the engine's longest duration).
 local LONGEST_MS = 1e12
 
@@ -96,8 +103,9 @@ end
 
 -- A union's spec ("limit duration" per key) as its limits (numbers) and durations (strings),
 -- parsed once per batch: the calls of one RateLimiterUnion share theirs.
-local specs = {}
+local specs
 local function spec_of(text)
+  specs = specs or {}
   local spec = specs[text]
   if not spec then
     spec = { {}, {} }
@@ -113,13 +121,16 @@ end
 -- the same key (false: none), the count its key held (false: no key), its key's count once the
 -- points of the union's entries so far are added (a key given twice takes them twice), and
 -- whether it refused.
-local same_as, held, after, refused = {}, {}, {}, {}
+local same_as, held, after, refused
 
 -- A union of the keys from KEYS[first_key] on, one per entry of `limits` and `durations`:
 -- `points` are added to every key, or to none when one would go over its limit (then each key's
 -- answer tells what it holds, and whether it is one that refused). Answers its keys' numbers in
 -- one flat table, four per key (a table per key costs Redis more to build and to send).
 local function union(first_key, points, limits, durations)
+  if not same_as then
+    same_as, held, after, refused = {}, {}, {}, {}
+  end
   local added, any_refused = tonumber(points), false
   for i = 1, #durations do
     local key = KEYS[first_key + i - 1]
