@@ -47,7 +47,7 @@ for j = 1, limit_count do
   end
 end
 local mode = ARGV[2 * limit_count + 2]
-local ttl = tonumber(ARGV[2 * limit_count + 3])
+local ttl = ARGV[2 * limit_count + 3]
 local EXACT = 9007199254740992 -- 2^53
 
 -- The hash's fields are limits' counts, previous counts and windows (also of other limiters that
@@ -58,10 +58,10 @@ end
 
 -- a * b for whole a, b below 2^53, exactly, into `limbs`: five limbs of 24 bits, least
 -- significant first. Every partial product is below 2^48 and every column sum below 2^51, so
--- doubles hold them. (x, y, p and q are scratch, reused by every product: each table a script
--- builds costs Redis CPU.)
+-- doubles hold them. (x, y, p and q are scratch, made for the first product and reused by every
+-- other: each table a script builds costs Redis CPU, and most calls need none.)
 local LIMB = 16777216
-local x, y, p, q = {}, {}, {}, {}
+local x, y, p, q
 local function product(a, b, limbs)
   for i = 1, 3 do
     x[i], y[i] = a % LIMB, b % LIMB
@@ -84,6 +84,9 @@ local function product_less(a, b, c, d)
   -- A product computed below 2^53 is exact (one at or above it rounds to 2^53 or more).
   if left < EXACT and right < EXACT then
     return left < right
+  end
+  if not x then
+    x, y, p, q = {}, {}, {}, {}
   end
   product(a, b, p)
   product(c, d, q)
@@ -114,14 +117,17 @@ local function tail_at(key, j, stored, now_window)
   return window, current, previous
 end
 
--- The TTL of a hash written at now with these windows: the shared one, or longer for counters in
--- a window ahead of now, which matter until two windows after theirs.
+-- The TTL of a hash written at now with these windows: the shared one (the argument's string: a
+-- number given to PEXPIRE costs Redis a conversion), or longer for counters in a window ahead of
+-- now, which matter until two windows after theirs.
 local function ttl_of(now, windows, now_windows)
   local longest = ttl
   for j = 1, limit_count do
     if windows[j] > now_windows[j] then
       local until_ms = math.ceil((windows[j] * durations[j] - now + 2 * durations[j]) / 1000) + 1000
-      longest = math.max(longest, until_ms)
+      if until_ms > tonumber(longest) then
+        longest = string.format('%d', until_ms)
+      end
     end
   end
   return longest
@@ -187,10 +193,11 @@ local function judge(first_key, id_count, now, weight)
         values[n + 1], values[n + 2] = fields[3 * j - 2], current
         n = n + 2
         -- The previous count and the window change only when the window moves (or a reward
-        -- takes from the previous count): fewer fields to write, less work for Redis.
+        -- takes from the previous count): fewer fields to write, less work for Redis. (A count of
+        -- 0 goes as a string: a number costs Redis a conversion.)
         if mode == 'reward' or stored_windows[i * limit_count + j] ~= answer[at] then
           moved = true
-          values[n + 1], values[n + 2] = fields[3 * j - 1], answer[at + 2]
+          values[n + 1], values[n + 2] = fields[3 * j - 1], answer[at + 2] == 0 and '0' or answer[at + 2]
           values[n + 3], values[n + 4] = fields[3 * j], answer[at]
           n = n + 4
         end
