@@ -35,7 +35,8 @@ local capacity = tonumber(ARGV[1])
 local leak_amount = tonumber(ARGV[2])
 local interval = tonumber(ARGV[3])
 local mode = ARGV[4]
-local ttl = tonumber(ARGV[5])
+-- (As a string: a number given to PEXPIRE costs Redis a conversion.)
+local ttl = ARGV[5]
 
 -- The bucket (level, ts) at now: the leaks due since ts taken out (Bucket::at in Rust).
 local function drained(level, ts, now)

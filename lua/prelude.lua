@@ -130,11 +130,16 @@ end
 -- A hash of two whole-number fields always written together (a bucket's level and the instant
 -- it is as of): both, or neither (nil, nil) when the key holds nothing; one without the other,
 -- or any other field, is data this limiter did not write, and the call fails.
-local pair, pair_slots = {}, {}
+-- (pair and pair_slots are scratch, made on first use: most scripts need none, and each table a
+-- script makes costs Redis CPU at every call.)
+local pair, pair_slots
 local function no_other_field()
   return false
 end
 local function whole_pair(key, first, second)
+  if not pair then
+    pair, pair_slots = {}, {}
+  end
   pair_slots[first], pair_slots[second] = 1, 2
   local found = read_fields(key, pair_slots, 2, pair, no_other_field)
   if found == 1 then

@@ -40,7 +40,8 @@ for j = 1, limit_count do
 end
 local mode = ARGV[4 * limit_count + 2]
 local consume = mode == 'consume'
-local ttl = tonumber(ARGV[4 * limit_count + 3])
+-- (As a string: a number given to PEXPIRE costs Redis a conversion.)
+local ttl = ARGV[4 * limit_count + 3]
 
 
 -- An identifier's fields as read_hash() reads them, per field: its limit's prefix
