@@ -22,7 +22,7 @@ const koa = require('../koa.js')
 const { rateLimit } = koa
 const { LIMITERS, CAPACITY, SPACED } = require('./helpers/limiters.js')
 const { useRedisServer, startRedis } = require('./helpers/redis-server.js')
-const { serve, withApp, clocked } = require('./helpers/express-app.js')
+const { serve, withApp, clocked, spyingRewards } = require('./helpers/express-app.js')
 const { random } = require('./helpers/random.js')
 
 const redis = useRedisServer()
@@ -37,18 +37,7 @@ const storeOptions = (store) => (store === 'Redis' ? { client: redis.server.url,
  */
 function tracker(limiter) {
   const closed = []
-  const rewards = []
-  const spy = new Proxy(limiter, {
-    get(target, name) {
-      const value = Reflect.get(target, name)
-      if (name !== 'reward') return value
-      return (...args) => {
-        const promise = value.apply(target, args)
-        rewards.push(promise)
-        return promise
-      }
-    },
-  })
+  const { limiter: spy, rewards } = spyingRewards(limiter)
   return {
     limiter: spy,
     rewards,

@@ -14,7 +14,7 @@ const { ipKeyGenerator } = require('express-rate-limit')
 const { FixedWindow, RateLimiter, TokenBucket, rateLimit } = require('..')
 const { ipKey } = require('../lib/express-keys.js')
 const { useRedisServer } = require('./helpers/redis-server.js')
-const { withApp, clocked } = require('./helpers/express-app.js')
+const { withApp, clocked, spyingRewards } = require('./helpers/express-app.js')
 
 const redis = useRedisServer()
 
@@ -172,18 +172,7 @@ describe('skipFailedRequests and skipSuccessfulRequests', () => {
    * listeners come first), and `rewards` collects the limiter's `reward` calls.
    */
   function refundingApp(limiter, options) {
-    const rewards = []
-    const spy = new Proxy(limiter, {
-      get(target, name) {
-        const value = Reflect.get(target, name)
-        if (name !== 'reward') return value
-        return (...args) => {
-          const promise = value.apply(target, args)
-          rewards.push(promise)
-          return promise
-        }
-      },
-    })
+    const { limiter: spy, rewards } = spyingRewards(limiter)
     const closed = []
     const app = express()
     app.use(rateLimit({ limiter: spy, key: () => 'client', weight: 2, ...options }))

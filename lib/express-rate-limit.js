@@ -15,9 +15,21 @@ const { resolveStore } = require('./store.js')
 const { typeError, rangeError, checkOptionsObject, checkKnownOptions } = require('./errors.js')
 
 const KNOWN = ['client', 'prefix', 'clock', 'onStoreError']
-const CONTEXT = 'express-rate-limit Store options'
-/** Not rate-limit-redis's `'rl:'`: its strings at the same keys would clash with these hashes. */
-const DEFAULT_PREFIX = 'ratekeeper:erl:'
+/**
+ * Whose store this is, as its errors and its default prefix say: express-rate-limit's here;
+ * lib/hono.js gives hono-rate-limiter's (whose `Store` is this one's).
+ */
+const EXPRESS_RATE_LIMIT = {
+  /** How errors name the constructor's options. */
+  options: 'express-rate-limit Store options',
+  /** Not rate-limit-redis's `'rl:'`: its strings at the same keys would clash with these hashes. */
+  defaultPrefix: 'ratekeeper:erl:',
+  /** How errors name the options `init` is given, and their `windowMs`. */
+  initOptions: 'express-rate-limit options',
+  windowMs: "express-rate-limit's `windowMs`",
+  /** Where the store goes, so that `init` is called. */
+  middleware: "express-rate-limit's rateLimit({ store })",
+}
 /** express-rate-limit's own default `windowMs`: the window checked at construction. */
 const DEFAULT_WINDOW_MS = 60_000
 /** The largest limit a fixed window takes (counts stay exact in Lua's doubles): never reached. */
@@ -34,12 +46,16 @@ class Store {
   /** The window `init` built (null before, or after a bad `windowMs`: then `#initError`). */
   #window = null
   #initError = null
+  /** Whose store this is (see EXPRESS_RATE_LIMIT). */
+  #names
 
-  constructor(options = {}) {
-    checkOptionsObject(options, CONTEXT)
-    checkKnownOptions(options, KNOWN, CONTEXT)
-    const { client, prefix = DEFAULT_PREFIX, clock, onStoreError } = options
-    if (typeof prefix !== 'string') throw typeError('ERR_INVALID_OPTION', "`prefix` must be a string, e.g. 'ratekeeper:erl:'")
+  /** `names` is for lib/hono.js (see EXPRESS_RATE_LIMIT), not part of the API. */
+  constructor(options = {}, names = EXPRESS_RATE_LIMIT) {
+    this.#names = names
+    checkOptionsObject(options, names.options)
+    checkKnownOptions(options, KNOWN, names.options)
+    const { client, prefix = names.defaultPrefix, clock, onStoreError } = options
+    if (typeof prefix !== 'string') throw typeError('ERR_INVALID_OPTION', `\`prefix\` must be a string, e.g. '${names.defaultPrefix}'`)
     this.#store = client == null ? null : resolveStore(client, 'client').store
     this.#clock = clock
     this.#onStoreError = onStoreError
@@ -63,7 +79,7 @@ class Store {
     } catch (error) {
       // The window's own message names `limits[0].duration`, which the user never wrote.
       if (error?.code !== 'ERR_INVALID_OPTION' || !error.message.includes('`limits[0].duration`')) throw error
-      const message = error.message.replace('`limits[0].duration`', "express-rate-limit's `windowMs`")
+      const message = error.message.replace('`limits[0].duration`', this.#names.windowMs)
       throw error instanceof RangeError ? rangeError(error.code, message) : typeError(error.code, message)
     }
   }
@@ -76,10 +92,14 @@ class Store {
   init(options) {
     this.#window = null
     try {
-      checkOptionsObject(options, 'express-rate-limit options')
+      checkOptionsObject(options, this.#names.initOptions)
       const { windowMs } = options
       if (typeof windowMs !== 'number') {
-        throw typeError('ERR_INVALID_OPTION', `express-rate-limit's \`windowMs\` must be a number of milliseconds, got ${typeof windowMs}`)
+        throw typeError('ERR_INVALID_OPTION', `${this.#names.windowMs} must be a number of milliseconds, got ${typeof windowMs}`)
+      }
+      // (NaN and Infinity here: the window's own message for them would name its `duration`.)
+      if (!Number.isFinite(windowMs)) {
+        throw rangeError('ERR_INVALID_OPTION', `${this.#names.windowMs} must be a finite number of milliseconds greater than 0 and at most 1e12, got ${windowMs}`)
       }
       this.#window = this.#buildWindow(windowMs)
       this.#initError = null
@@ -114,7 +134,7 @@ class Store {
 
   #ready() {
     if (this.#window !== null) return this.#window
-    throw this.#initError ?? typeError('ERR_INVALID_ARGUMENT', "the store has no window yet: pass it to express-rate-limit's rateLimit({ store }), which calls init(options)")
+    throw this.#initError ?? typeError('ERR_INVALID_ARGUMENT', `the store has no window yet: pass it to ${this.#names.middleware}, which calls init(options)`)
   }
 
   /** A call's options: its instant when this host's clock decides, none for the Redis server's. */

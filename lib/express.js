@@ -23,16 +23,7 @@ const EXPRESS = {
   handlerShape: '(req, res, next, answer) => void',
   ip: (req) => req.ip,
   missingId: "`key(req)` gave no id (is `req.ip` set? behind a proxy, set Express's `trust proxy`)",
-  prefersJson,
   proxyWarning,
-}
-
-/**
- * Whether the request's Accept header ranks JSON above text (Express's `req.accepts`: by quality,
- * then the client's order); any type, no Accept header, or neither: text.
- */
-function prefersJson(req) {
-  return typeof req.accepts === 'function' && req.accepts(['text', 'json']) === 'json'
 }
 
 /** The warning the first request calls for, if any, when the key is req.ip (see `rateLimit`'s `validate`). */

@@ -21,8 +21,6 @@ const KOA = {
   // Koa's ctx.ip is '' when the socket has no address: no id, as Express's undefined req.ip.
   ip: (ctx) => ctx.ip || undefined,
   missingId: '`key(ctx)` gave no id (is `ctx.ip` set? behind a proxy, set `app.proxy` and `app.maxIpsCount`)',
-  // Koa's ctx.accepts is Express's req.accepts (both are the `accepts` package).
-  prefersJson: (ctx) => typeof ctx.accepts === 'function' && ctx.accepts(['text', 'json']) === 'json',
   proxyWarning,
 }
 

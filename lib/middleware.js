@@ -15,13 +15,21 @@
  * - `handlerShape`: the `handler` option's signature, for its error message;
  * - `ip(request)`: the client's address, the default key before IPv6 grouping;
  * - `missingId`: the message of a request without an id;
- * - `prefersJson(request)`: whether the Accept header ranks JSON above text;
  * - `proxyWarning(request)`: the warning `validate` asks for on the first request, or undefined.
  */
 
 const { typeError, rangeError, shown, checkOptionsObject, checkKnownOptions } = require('./errors.js')
 const { headerModes, policyWindow, policyName, writeHeaders } = require('./express-headers.js')
 const { ipKey } = require('./express-keys.js')
+
+/**
+ * Whether the request's Accept header ranks JSON above text (`accepts`, the same package on
+ * Express's `req` and Koa's `ctx`: by quality, then the client's order); any type, no Accept
+ * header, or neither: text.
+ */
+function prefersJson(request) {
+  return typeof request.accepts === 'function' && request.accepts(['text', 'json']) === 'json'
+}
 
 const KNOWN = [
   'limiter',
@@ -263,7 +271,7 @@ function middlewareCore(options, framework) {
    */
   function refusalBody(request, answer, retryAfter) {
     const { message } = settings
-    if (message === undefined) return defaultBody(answer, retryAfter, framework.prefersJson(request))
+    if (message === undefined) return defaultBody(answer, retryAfter, prefersJson(request))
     if (typeof message === 'function') return serialize(message(answer.timeLeft, request, answer), `\`message(timeLeft, ${r})\``, 'ERR_INVALID_ARGUMENT')
     return message
   }

@@ -33,4 +33,21 @@ function clocked(limiter, clock) {
   })
 }
 
-module.exports = { serve, withApp, clocked }
+/** `limiter` with each `reward` call's promise collected into `rewards`: `{ limiter, rewards }`. */
+function spyingRewards(limiter) {
+  const rewards = []
+  const spy = new Proxy(limiter, {
+    get(target, name) {
+      const value = Reflect.get(target, name)
+      if (name !== 'reward') return value
+      return (...args) => {
+        const promise = value.apply(target, args)
+        rewards.push(promise)
+        return promise
+      }
+    },
+  })
+  return { limiter: spy, rewards }
+}
+
+module.exports = { serve, withApp, clocked, spyingRewards }

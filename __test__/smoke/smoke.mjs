@@ -54,6 +54,23 @@ const EXPECTED = {
 const checks = []
 const check = (name, fn) => checks.push([name, fn])
 
+/** Serves `app` (Express or Koa) on a free port and asks `/` three times: each answer's status, Retry-After and body. */
+async function askThreeTimes(app) {
+  const server = await new Promise((resolve) => {
+    const listening = app.listen(0, '127.0.0.1', () => resolve(listening))
+  })
+  try {
+    const answers = []
+    for (let i = 0; i < 3; i++) {
+      const response = await fetch(`http://127.0.0.1:${server.address().port}/`)
+      answers.push([response.status, response.headers.get('retry-after'), await response.text()])
+    }
+    return answers
+  } finally {
+    server.close()
+  }
+}
+
 check('import and require give the same objects', () => {
   const required = createRequire(import.meta.url)('ratekeeper')
   assert.equal(required, RateLimiter)
@@ -102,19 +119,8 @@ for (const [storeName, client] of Object.entries(stores)) {
     const limiter = new TokenBucket({ client, namespace: `smoke${run}:`, capacity: 2, refillInterval: 3_600_000 })
     app.use(rateLimit({ limiter }))
     app.get('/', (req, res) => res.send('ok'))
-    const server = await new Promise((resolve) => {
-      const listening = app.listen(0, '127.0.0.1', () => resolve(listening))
-    })
-    try {
-      const answers = []
-      for (let i = 0; i < 3; i++) {
-        const response = await fetch(`http://127.0.0.1:${server.address().port}/`)
-        answers.push([response.status, response.headers.get('retry-after'), await response.text()])
-      }
-      assert.deepEqual(answers.map(([status, retryAfter]) => [status, retryAfter]), [[200, null], [200, null], [429, '3600']])
-    } finally {
-      server.close()
-    }
+    const answers = await askThreeTimes(app)
+    assert.deepEqual(answers.map(([status, retryAfter]) => [status, retryAfter]), [[200, null], [200, null], [429, '3600']])
   })
 }
 
@@ -186,21 +192,10 @@ for (const [storeName, client] of Object.entries(stores)) {
     app.use((ctx) => {
       ctx.body = { left: ctx.state.rateLimit.remaining }
     })
-    const server = await new Promise((resolve) => {
-      const listening = app.listen(0, '127.0.0.1', () => resolve(listening))
-    })
-    try {
-      const answers = []
-      for (let i = 0; i < 3; i++) {
-        const response = await fetch(`http://127.0.0.1:${server.address().port}/`)
-        answers.push([response.status, response.headers.get('retry-after'), await response.text()])
-      }
-      assert.deepEqual(answers.slice(0, 2), [[200, null, '{"left":1}'], [200, null, '{"left":0}']])
-      assert.deepEqual(answers[2].slice(0, 2), [429, '3600'])
-      assert.match(answers[2][2], /^You must wait \d+ ms before you can make requests\.$/)
-    } finally {
-      server.close()
-    }
+    const answers = await askThreeTimes(app)
+    assert.deepEqual(answers.slice(0, 2), [[200, null, '{"left":1}'], [200, null, '{"left":0}']])
+    assert.deepEqual(answers[2].slice(0, 2), [429, '3600'])
+    assert.match(answers[2][2], /^You must wait \d+ ms before you can make requests\.$/)
   })
 }
 
