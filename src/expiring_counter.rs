@@ -45,15 +45,6 @@ pub struct Reading {
     pub fresh: bool,
 }
 
-impl Reading {
-    fn with_left(self, left: Micros) -> Reading {
-        Reading {
-            left: Some(left),
-            ..self
-        }
-    }
-}
-
 impl Counter {
     /// The counter as of `now`: `None` once it has ended (its end is reached).
     fn live(slot: &Option<Counter>, now: Micros) -> Option<&Counter> {
@@ -134,11 +125,12 @@ pub fn add_over(
         return Ok(reading);
     }
     let past = (i128::from(reading.points) - i128::from(limit) - 1) as f64;
-    let window = (duration as f64 * growth.powf(past)).min(longest as f64) as Micros;
-    set(slot, reading.points, window.max(1), now);
+    let window = ((duration as f64 * growth.powf(past)).min(longest as f64) as Micros).max(1);
+    set(slot, reading.points, window, now);
+    // (Not `fresh`: a fresh counter returned above.)
     Ok(Reading {
-        fresh: false,
-        ..reading.with_left(window.max(1))
+        left: Some(window),
+        ..reading
     })
 }
 
