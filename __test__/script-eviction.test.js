@@ -117,14 +117,23 @@ function twins(name, { create, call }, store, seed) {
   }
 }
 
-/** The SHA1 of each script ratekeeper runs: lua/prelude.lua, then a limiter's own (src/binding/mod.rs). */
+/**
+ * The SHA1 of each script ratekeeper runs: lua/prelude.lua, then a limiter's own, or the prelude
+ * in place of the script's line `-- (lua/prelude.lua goes here)` (src/binding/mod.rs).
+ */
 function ratekeeperScripts() {
   const dir = path.join(__dirname, '..', 'lua')
-  const prelude = fs.readFileSync(path.join(dir, 'prelude.lua'))
+  const prelude = fs.readFileSync(path.join(dir, 'prelude.lua'), 'utf8')
+  const here = '-- (lua/prelude.lua goes here)\n'
   return fs
     .readdirSync(dir)
     .filter((file) => file.endsWith('.lua') && file !== 'prelude.lua')
-    .map((file) => crypto.createHash('sha1').update(Buffer.concat([prelude, fs.readFileSync(path.join(dir, file))])).digest('hex'))
+    .map((file) => {
+      const script = fs.readFileSync(path.join(dir, file), 'utf8')
+      const at = script.indexOf(here)
+      const text = at === -1 ? prelude + script : script.slice(0, at) + prelude + script.slice(at + here.length)
+      return crypto.createHash('sha1').update(text).digest('hex')
+    })
 }
 
 /** A field of an INFO section as a number, or undefined when the server has no such field. */

@@ -1,6 +1,6 @@
 -- The expiring counter (src/expiring_counter.rs) on rate-limiter-flexible's own Redis layout, for
--- one or many calls at once. (After lua/prelude.lua, which gives it each_call(), answer_of() and
--- corrupt().)
+-- one or many calls at once. (lua/prelude.lua, which gives it each_call(), answer_of() and
+-- corrupt(), goes after a lone consume's path: see below.)
 --
 -- One string per key: the points counted, a whole number, with the time left as the key's TTL (no
 -- TTL: it never expires). rate-limiter-flexible's RateLimiterRedis reads and writes the same keys
@@ -62,11 +62,19 @@ local function add(key, points, duration)
   return { add_after(key, points, duration, redis.call('PTTL', key)) }
 end
 
--- A batch of one "add" (a lone consume's) is answered here, before the rest is set up: each
--- function and table a script makes costs Redis CPU at every call.
+-- A batch of one "add" (a lone consume's) is answered here, before the prelude and the rest are
+-- set up: each function and table a script makes costs Redis CPU at every call (the prelude's
+-- definitions alone cost about 3 µs of a lone consume's 13 to 16: benchmark/RESULTS.md, item 35).
+-- A failure (WRONGTYPE) answers its message, as answer_of does.
 if ARGV[1] == '+' and ARGV[2] == 'add' then
-  return { answer_of(pcall(add, KEYS[1], ARGV[3], ARGV[4])) }
+  local ok, answer = pcall(add, KEYS[1], ARGV[3], ARGV[4])
+  if ok then
+    return { answer }
+  end
+  return { type(answer) == 'table' and answer.err or tostring(answer) }
 end
+
+-- (lua/prelude.lua goes here)
 
 -- The count a key holds: its string as a whole number (what INCRBY keeps), or the call's failure.
 local function count_of(key, value)

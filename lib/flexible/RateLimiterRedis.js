@@ -6,6 +6,7 @@ const { ExpiringCounter, counterOf } = require('./counter.js')
 const { wholePoints } = require('./points.js')
 const { resolveStore } = require('../store.js')
 const { invalidOptionType } = require('./errors.js')
+const { attempt } = require('../attempt.js')
 
 /**
  * rate-limiter-flexible's RateLimiterRedis on ratekeeper's Redis store: the same options,
@@ -53,12 +54,19 @@ class RateLimiterRedis extends RateLimiterStoreAbstract {
     return res
   }
 
-  async _upsert(rlKey, points, msDuration, forceExpire = false) {
-    const whole = wholePoints(points)
-    // A negative duration (a `set` or `block` of less than 0 seconds) never expires, as 0.
-    const durationMs = msDuration < 0 ? 0 : msDuration
-    if (forceExpire) return this.#counter.set(rlKey, whole, durationMs)
-    return this.#counter.add(rlKey, whole, durationMs)
+  /**
+   * The counter's Promise, or a rejected one for points that are not a number. (Not an `async`
+   * function: returning the counter's Promise from one costs each call a Promise and two more
+   * turns of the microtask queue.)
+   */
+  _upsert(rlKey, points, msDuration, forceExpire = false) {
+    return attempt(() => {
+      const whole = wholePoints(points)
+      // A negative duration (a `set` or `block` of less than 0 seconds) never expires, as 0.
+      const durationMs = msDuration < 0 ? 0 : msDuration
+      if (forceExpire) return this.#counter.set(rlKey, whole, durationMs)
+      return this.#counter.add(rlKey, whole, durationMs)
+    })
   }
 
   _get(rlKey) {

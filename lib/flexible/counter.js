@@ -31,6 +31,9 @@ const decodeUnion = (values, i) => ({
 /** Where the in-memory fast path writes its answers (src/binding/fast.rs). */
 const out = new Float64Array(5)
 
+/** A call's numbers (see `#numbers`). */
+const callNumbers = new Float64Array(5)
+
 /** The limiters' own counter, for RateLimiterUnion: `limiter[counterOf]` (undefined for others). */
 const counterOf = Symbol('ratekeeper/flexible counter')
 
@@ -64,13 +67,23 @@ class ExpiringCounter {
     return this.#store
   }
 
-  #options(points, durationMs) {
-    return this.#local ? { points, durationMs, now: Date.now() } : { points, durationMs }
+  /**
+   * A call's numbers as the engine reads them (src/binding/expiring_counter.rs `run`):
+   * `[points, durationMs, now, limit, growth]`, NaN for none, in one array that every call
+   * reuses (the engine reads it before the call returns).
+   */
+  #numbers(points, durationMs, limit = NaN, growth = NaN) {
+    callNumbers[0] = points
+    callNumbers[1] = durationMs
+    callNumbers[2] = this.#local ? Date.now() : NaN
+    callNumbers[3] = limit
+    callNumbers[4] = growth
+    return callNumbers
   }
 
   /** Adds `points` to `key`'s count; a key without one starts one for `durationMs` (0: never expires). */
   add(key, points, durationMs) {
-    return this.#call(ADD, key, this.#options(points, durationMs), decodeReading)
+    return this.#call(ADD, key, this.#numbers(points, durationMs), decodeReading)
   }
 
   /**
@@ -80,38 +93,38 @@ class ExpiringCounter {
    * `continueExceeding`: growth 1; its `exponentialBackoff`: 2).
    */
   addOver(key, points, durationMs, limit, growth) {
-    return this.#call(ADD_OVER, key, { ...this.#options(points, durationMs), limit, growth }, decodeReading)
+    return this.#call(ADD_OVER, key, this.#numbers(points, durationMs, limit, growth), decodeReading)
   }
 
   /** Sets `key`'s count to `points` for `durationMs` (0: never expires), whatever it held. */
   set(key, points, durationMs) {
-    return this.#call(SET, key, this.#options(points, durationMs), decodeReading)
+    return this.#call(SET, key, this.#numbers(points, durationMs), decodeReading)
   }
 
   /** What `key` holds, or null. */
   get(key) {
-    return this.#call(GET, key, this.#options(0, 0), decodeReading)
+    return this.#call(GET, key, this.#numbers(0, 0), decodeReading)
   }
 
   /** Deletes `key`: resolves whether it held a count. */
   delete(key) {
-    return this.#call(DELETE, key, this.#options(0, 0), decodeDeleted)
+    return this.#call(DELETE, key, this.#numbers(0, 0), decodeDeleted)
   }
 
   /** In memory: `add`, answered at once. */
   addNow(key, points, durationMs) {
     if (durationMs === this.#durationMs && typeof key === 'string' && this.#fast(ADD, key, points, Date.now())) return decodeReading(out, 0)
-    return this.#callNow(ADD, key, this.#options(points, durationMs), decodeReading)
+    return this.#callNow(ADD, key, this.#numbers(points, durationMs), decodeReading)
   }
 
   /** In memory: `set`, answered at once. */
   setNow(key, points, durationMs) {
-    return this.#callNow(SET, key, this.#options(points, durationMs), decodeReading)
+    return this.#callNow(SET, key, this.#numbers(points, durationMs), decodeReading)
   }
 
   /** In memory: `get`, answered at once. */
   getNow(key) {
-    return this.#callNow(GET, key, this.#options(0, 0), decodeReading)
+    return this.#callNow(GET, key, this.#numbers(0, 0), decodeReading)
   }
 
   /** In memory: every live count at `nowMs`, as `[{ key, points, endsAtMs }]` (no `endsAtMs`: never ends). */

@@ -6,16 +6,33 @@
 //! rather than throw, as an `async` function would.
 
 /// A script of `lua/`, with `lua/prelude.lua` (the helpers every script uses) in front: this is
-/// what runs in Redis. `lua_script!("fixed_window")` is `lua/fixed_window.lua`.
+/// what runs in Redis. `lua_script!("fixed_window")` is `lua/fixed_window.lua`. A script may
+/// begin with a lone call's path that needs none of the helpers: the prelude then goes where the
+/// script has the line [`PRELUDE_HERE`], so that a call answered above it never pays for the
+/// prelude's definitions (each function a script defines costs Redis CPU at every call).
 macro_rules! lua_script {
     ($name:literal) => {
         std::sync::LazyLock::new(|| {
-            redis::Script::new(concat!(
-                include_str!("../../lua/prelude.lua"),
-                include_str!(concat!("../../lua/", $name, ".lua"))
-            ))
+            redis::Script::new(&$crate::binding::with_prelude(include_str!(concat!(
+                "../../lua/",
+                $name,
+                ".lua"
+            ))))
         })
     };
+}
+
+/// The line of a script of `lua/` where `lua/prelude.lua` goes, when not in front (see
+/// [`lua_script!`]).
+pub const PRELUDE_HERE: &str = "-- (lua/prelude.lua goes here)\n";
+
+/// `script` with `lua/prelude.lua` in front, or in place of its line [`PRELUDE_HERE`].
+pub fn with_prelude(script: &str) -> String {
+    const PRELUDE: &str = include_str!("../../lua/prelude.lua");
+    match script.split_once(PRELUDE_HERE) {
+        Some((head, rest)) => format!("{head}{PRELUDE}{rest}"),
+        None => format!("{PRELUDE}{script}"),
+    }
 }
 
 pub mod backend;
