@@ -21,6 +21,13 @@ export declare class BucketCircleEngine {
    */
   fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
   /**
+   * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
+   * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
+   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
+   * than this.
+   */
+  sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
+  /**
    * Builds redback's rate limit in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
    */
@@ -56,6 +63,13 @@ export declare class ExpiringCounterEngine {
    * on Redis. Use the JavaScript class rather than this.
    */
   fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+  /**
+   * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
+   * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
+   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
+   * than this.
+   */
+  sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
   /**
    * Builds the counter in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
@@ -140,6 +154,13 @@ export declare class FixedWindowEngine {
    * on Redis. Use the JavaScript class rather than this.
    */
   fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+  /**
+   * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
+   * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
+   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
+   * than this.
+   */
+  sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
 export type JsFixedWindow = FixedWindowEngine
 
@@ -174,6 +195,13 @@ export declare class GcraEngine {
    * on Redis. Use the JavaScript class rather than this.
    */
   fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+  /**
+   * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
+   * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
+   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
+   * than this.
+   */
+  sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
 export type JsGcra = GcraEngine
 
@@ -208,6 +236,13 @@ export declare class LeakyBucketEngine {
    * on Redis. Use the JavaScript class rather than this.
    */
   fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+  /**
+   * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
+   * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
+   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
+   * than this.
+   */
+  sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
 export type JsLeakyBucket = LeakyBucketEngine
 
@@ -301,6 +336,13 @@ export declare class RollingWindow {
    */
   fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
   /**
+   * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
+   * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
+   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
+   * than this.
+   */
+  sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
+  /**
    * Builds a rolling window in memory, or on `store` when one is given.
    * Throws `ERR_INVALID_OPTION` or `ERR_UNKNOWN_OPTION` for bad options.
    */
@@ -371,6 +413,13 @@ export declare class SlidingTailEngine {
    * on Redis. Use the JavaScript class rather than this.
    */
   fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+  /**
+   * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
+   * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
+   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
+   * than this.
+   */
+  sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
 export type JsSlidingTail = SlidingTailEngine
 
@@ -405,6 +454,13 @@ export declare class SlidingWindowEngine {
    * on Redis. Use the JavaScript class rather than this.
    */
   fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+  /**
+   * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
+   * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
+   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
+   * than this.
+   */
+  sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
 export type JsSlidingWindow = SlidingWindowEngine
 
@@ -439,6 +495,13 @@ export declare class TokenBucketEngine {
    * on Redis. Use the JavaScript class rather than this.
    */
   fastPath(out: Float64Array): ((mode: number, id: string, weight: number, now: number) => boolean) | null
+  /**
+   * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
+   * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
+   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
+   * than this.
+   */
+  sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
 export type JsTokenBucket = TokenBucketEngine
 

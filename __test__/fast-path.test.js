@@ -1,9 +1,9 @@
 'use strict'
 
-// The in-memory fast path (src/binding/fast.rs, lib/engine.js) and the synchronous methods built
-// on it: a call with one string id and `{ now, weight }` at most answers exactly as the general
-// path does (which takes arrays of ids), and every call the fast path declines gets the general
-// path's checks and errors, with nothing charged.
+// The fast path (src/binding/fast.rs, lib/engine.js) in memory and on Redis, and the synchronous
+// methods built on it: a call with one string id and `{ now, weight }` at most answers exactly as
+// the general path does (which takes arrays of ids), and every call the fast path declines gets
+// the general path's checks and errors, with nothing charged.
 
 const { describe, it } = require('node:test')
 const assert = require('node:assert/strict')
@@ -72,6 +72,97 @@ it("redback's RateLimit: a string subject answers as the same subject given as a
     }),
     { numRuns: 100 },
   )
+})
+
+// On Redis the fast path sends the call (`sendPath`): no class method, its options read in
+// JavaScript. It answers as the general path does, which still takes every call it declines.
+describe('on Redis, the send path', () => {
+  const binding = require('../lib/native.js')
+  const engines = Object.values(binding).filter((value) => typeof value?.prototype?.sendPath === 'function')
+  /** How many calls reach the engines' class method `run` while `body` runs. */
+  async function runCalls(body) {
+    const originals = engines.map((engine) => engine.prototype.run)
+    let calls = 0
+    for (const engine of engines) {
+      const run = engine.prototype.run
+      engine.prototype.run = function (...args) {
+        calls++
+        return run.apply(this, args)
+      }
+    }
+    try {
+      await body()
+    } finally {
+      engines.forEach((engine, i) => (engine.prototype.run = originals[i]))
+    }
+    return calls
+  }
+  /** What `create()` makes, built without the send path: each of its calls takes the class method. */
+  function withoutSendPath(create) {
+    const originals = engines.map((engine) => engine.prototype.sendPath)
+    engines.forEach((engine) => (engine.prototype.sendPath = undefined))
+    try {
+      return create()
+    } finally {
+      engines.forEach((engine, i) => (engine.prototype.sendPath = originals[i]))
+    }
+  }
+
+  for (const [name, create] of Object.entries(LIMITERS)) {
+    it(`${name}: a string id with { now, weight } is sent without the class method, and answers as the general path`, async () => {
+      const namespace = `send-${name.replace(/\W+/g, '-')}:`
+      const fast = create({ client: redis.server.url, namespace: `${namespace}fast:` })
+      const general = withoutSendPath(() => create({ client: redis.server.url, namespace: `${namespace}general:` }))
+      const single = ONE_ID.has(name)
+      let now = T0
+      const steps = [
+        ['consume', 1, 0],
+        ['consume', 2, 10],
+        ['peek', 1, 10],
+        ['consume', 3, 200],
+        ['reward', 1, 5],
+        ['consume', 1, 900],
+        ['consume', 1, 0],
+      ]
+      for (const [mode, weight, gap] of steps) {
+        now += gap
+        // The rolling windows' peek takes no weight.
+        const options = single && mode === 'peek' ? { now } : { weight, now }
+        let fastAnswer, generalAnswer
+        assert.equal(await runCalls(async () => (fastAnswer = await fast[mode]('u', options))), 0, `${mode}: the class method was called`)
+        assert.equal(await runCalls(async () => (generalAnswer = await general[mode]('u', options))), 1)
+        assert.deepEqual(fastAnswer, generalAnswer, `${mode} at +${now - T0} ms`)
+      }
+    })
+  }
+
+  it("redback's RateLimit: a string subject is sent without the class method, and counts as the general path counts", async () => {
+    const fast = createRateLimit('send', { client: redis.server.url, namespace: 'send-fast' })
+    const general = withoutSendPath(() => createRateLimit('send', { client: redis.server.url, namespace: 'send-general' }))
+    let now = T0
+    for (const [mode, interval, gap] of [['add', undefined, 0], ['addCount', 60, 1000], ['count', 60, 5000], ['addCount', 1, 2000]]) {
+      now += gap
+      const args = interval === undefined ? [{ now }] : [interval, { now }]
+      let fastAnswer
+      const calls = await runCalls(async () => {
+        fastAnswer = await fast[mode]('7', ...args)
+      })
+      assert.equal(calls, 0, `${mode}: the class method was called`)
+      assert.deepEqual(fastAnswer, await general[mode]('7', ...args), `${mode} at +${now - T0} ms`)
+    }
+  })
+
+  it('a call it declines takes the class method, with its checks and errors', async () => {
+    const subject = new FixedWindow({ limits: [{ duration: 1000, limit: 3 }], client: redis.server.url, namespace: 'send-declined:' })
+    const calls = await runCalls(async () => {
+      await assert.rejects(subject.consume('a', { weight: 0 }), { code: 'ERR_INVALID_ARGUMENT' })
+      await assert.rejects(subject.consume('a', { weigth: 2 }), { code: 'ERR_UNKNOWN_OPTION' })
+      await assert.rejects(subject.consume('', { now: T0 }), { code: 'ERR_INVALID_ID' })
+      assert.equal((await subject.consume('a', { now: T0, weight: 2 })).remaining, 1)
+    })
+    assert.equal(calls, 3)
+    assert.equal((await subject.peek('a', { now: T0 })).remaining, 1)
+  })
 })
 
 describe('calls the fast path declines get the general path, with nothing charged', () => {

@@ -265,6 +265,8 @@ function fastOptions(options, numberName) {
  */
 function caller(engine, numberName = 'weight') {
   const fast = typeof engine.fastPath === 'function' ? engine.fastPath(out) : null
+  const send = fast === null && typeof engine.sendPath === 'function' ? engine.sendPath() : null
+  if (send !== null) return sendingCaller(engine, send, numberName)
   if (fast === null) return (mode, id, options, decode) => run(engine, mode, id, options, decode)
   return (mode, id, options, decode) => {
     if (typeof id === 'string' && fastOptions(options, numberName)) {
@@ -273,6 +275,33 @@ function caller(engine, numberName = 'weight') {
       } catch (error) {
         return Promise.reject(error)
       }
+    }
+    return run(engine, mode, id, options, decode)
+  }
+}
+
+/**
+ * `caller` on Redis: a call with one string id and `{ now, weight }` at most is sent by the
+ * engine's `sendPath` (src/binding/fast.rs: no class method, and its options read here rather than
+ * through N-API), any other as `run` sends it.
+ */
+function sendingCaller(engine, send, numberName) {
+  return (mode, id, options, decode) => {
+    if (typeof id === 'string' && fastOptions(options, numberName)) {
+      const ticket = takeSlot()
+      if (ticket === -1) return Promise.reject(tooManyWaiting())
+      let sent
+      try {
+        sent = send(mode, id, fastNumber, fastNow, ticket)
+      } catch (error) {
+        freeSlots.push(ticket % MAX_SLOTS)
+        return Promise.reject(error)
+      }
+      if (sent) {
+        sendSoon()
+        return answerOf(ticket, decode)
+      }
+      freeSlots.push(ticket % MAX_SLOTS)
     }
     return run(engine, mode, id, options, decode)
   }

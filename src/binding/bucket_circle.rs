@@ -12,7 +12,7 @@ use redis::{FromRedisValue, Script};
 
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values};
-use super::fast::FastRun;
+use super::fast::{FastRan, FastRun};
 use super::input::id;
 use super::js_error;
 use super::options::OptionsReader;
@@ -95,37 +95,51 @@ impl FastRun for JsBucketCircle {
         matches!(self.backend, Backend::Memory(_))
     }
 
-    fn run_fast(&self, mode: u32, id: &str, interval: f64, now: f64) -> Outcome<Option<Values>> {
-        let Backend::Memory(store) = &self.backend else {
-            return Ok(None);
-        };
+    fn run_fast(
+        &self,
+        env: &Env,
+        mode: u32,
+        id: &str,
+        interval: f64,
+        now: f64,
+        ticket: Option<Ticket>,
+    ) -> Outcome<FastRan> {
         let Ok(mode) = Mode::from_code(mode) else {
-            return Ok(None);
+            return Ok(FastRan::Declined);
         };
         let now = if now.is_nan() {
             None
         } else {
             match now_argument(now) {
                 Ok(now) => Some(now),
-                Err(_) => return Ok(None),
+                Err(_) => return Ok(FastRan::Declined),
             }
         };
         let lookback = match (mode, interval.is_nan()) {
             (Mode::Add, true) => 0,
             (Mode::Count | Mode::AddCount, false) => match self.circle.lookback(interval) {
                 Ok(lookback) => lookback,
-                Err(_) => return Ok(None),
+                Err(_) => return Ok(FastRan::Declined),
             },
-            _ => return Ok(None),
+            _ => return Ok(FastRan::Declined),
         };
-        let count = self.answer_in_memory(
-            &mut store.borrow_mut(),
-            Some(id),
-            local_now(now),
-            mode,
-            lookback,
-        );
-        Ok(Some(values(count)))
+        match (&self.backend, ticket) {
+            (Backend::Memory(store), None) => {
+                let count = self.answer_in_memory(
+                    &mut store.borrow_mut(),
+                    Some(id),
+                    local_now(now),
+                    mode,
+                    lookback,
+                );
+                Ok(FastRan::Answered(values(count)))
+            }
+            (Backend::Redis(target), Some(ticket)) => {
+                self.answer_on_redis(env, ticket, target, Some(id), now, mode, lookback)?;
+                Ok(FastRan::Sent)
+            }
+            _ => Ok(FastRan::Declined),
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 
 use super::backend::{local_now, memory_id, now_text, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values, VALUES};
-use super::fast::FastRun;
+use super::fast::{FastRan, FastRun};
 use super::input::{call_options, fast_call_options, ids, CallOptions, Takes};
 use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
@@ -413,19 +413,33 @@ impl<A: Counting> FastRun for CountingEngine<A> {
         matches!(self.backend, Backend::Memory(_))
     }
 
-    fn run_fast(&self, mode: u32, id: &str, weight: f64, now: f64) -> Outcome<Option<Values>> {
-        let Backend::Memory(store) = &self.backend else {
-            return Ok(None);
-        };
+    fn run_fast(
+        &self,
+        env: &Env,
+        mode: u32,
+        id: &str,
+        weight: f64,
+        now: f64,
+        ticket: Option<Ticket>,
+    ) -> Outcome<FastRan> {
         let (Ok(mode), Some(call)) = (Mode::from_code(mode), fast_call_options(weight, now)) else {
-            return Ok(None);
+            return Ok(FastRan::Declined);
         };
         // `reset` takes no options.
         if mode == Mode::Reset && (!weight.is_nan() || !now.is_nan()) {
-            return Ok(None);
+            return Ok(FastRan::Declined);
         }
-        self.answer_in_memory(&mut store.borrow_mut(), &[Some(id)], call, mode)
-            .map(Some)
+        match (&self.backend, ticket) {
+            (Backend::Memory(store), None) => self
+                .answer_in_memory(&mut store.borrow_mut(), &[Some(id)], call, mode)
+                .map(FastRan::Answered),
+            (Backend::Redis(target), Some(ticket)) => {
+                let ids = [Some(id.to_owned())];
+                self.answer_on_redis(env, ticket, target, &ids, call, mode)?;
+                Ok(FastRan::Sent)
+            }
+            _ => Ok(FastRan::Declined),
+        }
     }
 }
 

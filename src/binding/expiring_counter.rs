@@ -12,7 +12,7 @@ use redis::{FromRedisValue, Script};
 
 use super::backend::{local_now, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values};
-use super::fast::FastRun;
+use super::fast::{FastRan, FastRun};
 use super::input::id;
 use super::js_error;
 use super::options::OptionsReader;
@@ -163,22 +163,32 @@ impl FastRun for JsExpiringCounter {
         matches!(self.backend, Backend::Memory(_))
     }
 
-    /// `weight` is the call's points; its duration is always the engine's `durationMs`.
-    fn run_fast(&self, mode: u32, id: &str, points: f64, now: f64) -> Outcome<Option<Values>> {
+    /// `weight` is the call's points; its duration is always the engine's `durationMs`. In
+    /// memory only: on Redis `lib/flexible/counter.js` gives every call its duration (through
+    /// `run`, whose call is numbers already).
+    fn run_fast(
+        &self,
+        _env: &Env,
+        mode: u32,
+        id: &str,
+        points: f64,
+        now: f64,
+        _ticket: Option<Ticket>,
+    ) -> Outcome<FastRan> {
         let Backend::Memory(store) = &self.backend else {
-            return Ok(None);
+            return Ok(FastRan::Declined);
         };
         let (Ok(mode), Ok(points)) = (Mode::from_code(mode), checked_points(points)) else {
-            return Ok(None);
+            return Ok(FastRan::Declined);
         };
         if mode == Mode::AddOver {
-            return Ok(None);
+            return Ok(FastRan::Declined);
         }
         let now = match now {
             now if now.is_nan() => None,
             now => match now_argument(now) {
                 Ok(now) => Some(now),
-                Err(_) => return Ok(None),
+                Err(_) => return Ok(FastRan::Declined),
             },
         };
         let call = Call {
@@ -188,7 +198,7 @@ impl FastRun for JsExpiringCounter {
             now,
             over: None,
         };
-        answer_in_memory(&mut store.borrow_mut(), id, &call).map(Some)
+        answer_in_memory(&mut store.borrow_mut(), id, &call).map(FastRan::Answered)
     }
 }
 

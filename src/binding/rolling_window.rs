@@ -13,7 +13,7 @@ use redis::{FromRedisValue, Script};
 use super::backend::{local_now, memory_id, now_text, Backend, RedisTarget};
 use super::counting::verdict_values;
 use super::dispatch::{self, Ticket, Values, VALUES};
-use super::fast::FastRun;
+use super::fast::{FastRan, FastRun};
 use super::input::{call_options, fast_call_options, id, optional_id, CallOptions, Takes};
 use super::options::OptionsReader;
 use super::redis_store::JsRedisStore;
@@ -164,15 +164,20 @@ impl FastRun for JsRollingWindow {
         matches!(self.backend, Backend::Memory(_))
     }
 
-    fn run_fast(&self, mode: u32, id: &str, weight: f64, now: f64) -> Outcome<Option<Values>> {
-        let Backend::Memory(store) = &self.backend else {
-            return Ok(None);
-        };
+    fn run_fast(
+        &self,
+        env: &Env,
+        mode: u32,
+        id: &str,
+        weight: f64,
+        now: f64,
+        ticket: Option<Ticket>,
+    ) -> Outcome<FastRan> {
         let (Ok(mode), Some(call)) = (
             Mode::from_code(mode & !GLOBAL_WHEN_NO_ID),
             fast_call_options(weight, now),
         ) else {
-            return Ok(None);
+            return Ok(FastRan::Declined);
         };
         let takes_weight = matches!(mode, Mode::Consume | Mode::Check | Mode::Reward);
         let takes_now = mode != Mode::Clear;
@@ -180,14 +185,21 @@ impl FastRun for JsRollingWindow {
             || (!takes_now && !now.is_nan())
             || checked_weight(mode, &call).is_err()
         {
-            return Ok(None);
+            return Ok(FastRan::Declined);
         }
-        Ok(Some(self.answer_in_memory(
-            &mut store.borrow_mut(),
-            Some(id),
-            call,
-            mode,
-        )))
+        match (&self.backend, ticket) {
+            (Backend::Memory(store), None) => Ok(FastRan::Answered(self.answer_in_memory(
+                &mut store.borrow_mut(),
+                Some(id),
+                call,
+                mode,
+            ))),
+            (Backend::Redis(target), Some(ticket)) => {
+                self.answer_on_redis(env, ticket, target, Some(id), call, mode)?;
+                Ok(FastRan::Sent)
+            }
+            _ => Ok(FastRan::Declined),
+        }
     }
 }
 
