@@ -23,8 +23,8 @@ export declare class BucketCircleEngine {
   /**
    * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
    * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
-   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
-   * than this.
+   * (see `src/binding/fast.rs`), or `null` in memory (and for an engine whose calls all
+   * go by `run`). Use the JavaScript class rather than this.
    */
   sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
   /**
@@ -66,8 +66,8 @@ export declare class ExpiringCounterEngine {
   /**
    * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
    * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
-   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
-   * than this.
+   * (see `src/binding/fast.rs`), or `null` in memory (and for an engine whose calls all
+   * go by `run`). Use the JavaScript class rather than this.
    */
   sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
   /**
@@ -157,8 +157,8 @@ export declare class FixedWindowEngine {
   /**
    * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
    * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
-   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
-   * than this.
+   * (see `src/binding/fast.rs`), or `null` in memory (and for an engine whose calls all
+   * go by `run`). Use the JavaScript class rather than this.
    */
   sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
@@ -198,8 +198,8 @@ export declare class GcraEngine {
   /**
    * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
    * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
-   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
-   * than this.
+   * (see `src/binding/fast.rs`), or `null` in memory (and for an engine whose calls all
+   * go by `run`). Use the JavaScript class rather than this.
    */
   sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
@@ -239,8 +239,8 @@ export declare class LeakyBucketEngine {
   /**
    * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
    * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
-   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
-   * than this.
+   * (see `src/binding/fast.rs`), or `null` in memory (and for an engine whose calls all
+   * go by `run`). Use the JavaScript class rather than this.
    */
   sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
@@ -338,8 +338,8 @@ export declare class RollingWindow {
   /**
    * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
    * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
-   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
-   * than this.
+   * (see `src/binding/fast.rs`), or `null` in memory (and for an engine whose calls all
+   * go by `run`). Use the JavaScript class rather than this.
    */
   sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
   /**
@@ -416,8 +416,8 @@ export declare class SlidingTailEngine {
   /**
    * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
    * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
-   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
-   * than this.
+   * (see `src/binding/fast.rs`), or `null` in memory (and for an engine whose calls all
+   * go by `run`). Use the JavaScript class rather than this.
    */
   sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
@@ -457,8 +457,8 @@ export declare class SlidingWindowEngine {
   /**
    * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
    * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
-   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
-   * than this.
+   * (see `src/binding/fast.rs`), or `null` in memory (and for an engine whose calls all
+   * go by `run`). Use the JavaScript class rather than this.
    */
   sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }
@@ -498,8 +498,8 @@ export declare class TokenBucketEngine {
   /**
    * The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
    * sends a call with one string id, whose answer comes under `ticket` as `run`'s does
-   * (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
-   * than this.
+   * (see `src/binding/fast.rs`), or `null` in memory (and for an engine whose calls all
+   * go by `run`). Use the JavaScript class rather than this.
    */
   sendPath(this: this): ((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null
 }

@@ -66,6 +66,12 @@ const LEAKY = { capacity: 100, leakAmount: 1, leakInterval: 600 }
 /** How long a timed run lasts at least, and its process's untimed warm-up run before it. */
 const MIN_RUN_MS = 250
 const WARM_UP_MS = 250
+/**
+ * How long a timed run of one caller on Redis lasts at least: 250 ms is about 2,000 calls there, and
+ * a pause of the machine (this shared VM's) of a few tens of ms moved one round's ratio from about
+ * 1.0x to 0.3x or 1.6x (benchmark/RESULTS.md, item 35).
+ */
+const MIN_LONE_REDIS_RUN_MS = 1500
 /** One call in this many has its latency taken (timing every call would cost as much as an in-memory decision). */
 const LATENCY_SAMPLE = 8
 const MEMORY_IDS = 1_000_000
@@ -259,7 +265,8 @@ async function runChild({ name, who, ops, concurrency, ids, port }) {
   // redis-server's CPU time, through this process's connection.
   const server = { cli: (...command) => clients.ioredis.call(...command) }
   const cpu = scenario.redis ? () => redisCpuSeconds(server) : undefined
-  const result = await measure(make, reset, { ops, concurrency, ids, sync, minMs: MIN_RUN_MS, redisCpuSeconds: cpu })
+  const minMs = scenario.redis && concurrency === 1 ? MIN_LONE_REDIS_RUN_MS : MIN_RUN_MS
+  const result = await measure(make, reset, { ops, concurrency, ids, sync, minMs, redisCpuSeconds: cpu })
   process.stdout.write(JSON.stringify(result))
   process.exit(0)
 }

@@ -163,9 +163,14 @@ impl FastRun for JsExpiringCounter {
         matches!(self.backend, Backend::Memory(_))
     }
 
+    /// On Redis `lib/flexible/counter.js` gives every call its duration, through `run` (whose
+    /// call is numbers already): no `sendPath`.
+    fn sends_fast(&self) -> bool {
+        false
+    }
+
     /// `weight` is the call's points; its duration is always the engine's `durationMs`. In
-    /// memory only: on Redis `lib/flexible/counter.js` gives every call its duration (through
-    /// `run`, whose call is numbers already).
+    /// memory only (see `sends_fast`).
     fn run_fast(
         &self,
         _env: &Env,

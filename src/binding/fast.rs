@@ -58,8 +58,8 @@ macro_rules! fast_path_method {
 
             /// The fast path on Redis: a function `(mode, id, weight, now, ticket) => boolean` that
             /// sends a call with one string id, whose answer comes under `ticket` as `run`'s does
-            /// (see `src/binding/fast.rs`), or `null` in memory. Use the JavaScript class rather
-            /// than this.
+            /// (see `src/binding/fast.rs`), or `null` in memory (and for an engine whose calls all
+            /// go by `run`). Use the JavaScript class rather than this.
             #[napi(
                 catch_unwind,
                 ts_return_type = "((mode: number, id: string, weight: number, now: number, ticket: number) => boolean) | null"
@@ -89,6 +89,11 @@ pub enum FastRan {
 pub trait FastRun: 'static {
     /// Whether its state is in this process's memory (then `fastPath`, else `sendPath`).
     fn in_memory(&self) -> bool;
+
+    /// Whether it sends calls on the fast path when on Redis (else it has no `sendPath`).
+    fn sends_fast(&self) -> bool {
+        true
+    }
 
     /// Runs `mode` for `id` (a non-empty, well-formed string of at most [`MAX_ID_BYTES`] bytes)
     /// with `weight` (the engine's number: redback's takes its interval) and `now` (`NaN`: not
@@ -139,7 +144,7 @@ pub fn send_path<'env, T: FastRun>(
     this: This,
     engine: &T,
 ) -> napi::Result<Option<Unknown<'env>>> {
-    if engine.in_memory() {
+    if engine.in_memory() || !engine.sends_fast() {
         return Ok(None);
     }
     // SAFETY: a function that writes no answer needs no array.
