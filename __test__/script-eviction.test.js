@@ -119,17 +119,19 @@ function twins(name, { create, call }, store, seed) {
 
 /**
  * The SHA1 of each script ratekeeper runs: lua/prelude.lua, then a limiter's own, or the prelude
- * in place of the script's line `-- (lua/prelude.lua goes here)` (src/binding/mod.rs).
+ * in place of the script's line `-- (lua/prelude.lua goes here)`; and lua/lone.lua in place of
+ * its line `-- (lua/lone.lua goes here)` (src/binding/mod.rs).
  */
 function ratekeeperScripts() {
   const dir = path.join(__dirname, '..', 'lua')
-  const prelude = fs.readFileSync(path.join(dir, 'prelude.lua'), 'utf8')
+  const read = (file) => fs.readFileSync(path.join(dir, file), 'utf8')
+  const prelude = read('prelude.lua')
   const here = '-- (lua/prelude.lua goes here)\n'
   return fs
     .readdirSync(dir)
-    .filter((file) => file.endsWith('.lua') && file !== 'prelude.lua')
+    .filter((file) => file.endsWith('.lua') && !['prelude.lua', 'lone.lua'].includes(file))
     .map((file) => {
-      const script = fs.readFileSync(path.join(dir, file), 'utf8')
+      const script = read(file).replace('-- (lua/lone.lua goes here)\n', () => read('lone.lua'))
       const at = script.indexOf(here)
       const text = at === -1 ? prelude + script : script.slice(0, at) + prelude + script.slice(at + here.length)
       return crypto.createHash('sha1').update(text).digest('hex')

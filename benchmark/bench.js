@@ -18,7 +18,7 @@
 //
 // A full run (no --only) writes benchmark/RESULTS.md and benchmark/results.svg.
 
-const { spawnSync } = require('node:child_process')
+const { fork, spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -197,26 +197,53 @@ async function run(attempt, { ops, concurrency, ids, sync }) {
  * runs (not of the resets).
  */
 async function measure(make, reset, { ops, concurrency, ids, sync, minMs = 0, redisCpuSeconds }) {
+  const total = timedRuns()
+  do {
+    total.add(await timedRun(make, reset, { ops, concurrency, ids, sync, redisCpuSeconds }))
+  } while (total.seconds * 1e3 < minMs)
+  return total.result(sync)
+}
+
+/**
+ * One run of `measure`: on a fresh limiter from `make()`, after `reset()`; how long it took, its
+ * calls, the latencies of its sample, and the Redis CPU seconds it cost (given `redisCpuSeconds`).
+ */
+async function timedRun(make, reset, { ops, concurrency, ids, sync, redisCpuSeconds }) {
+  await reset()
+  const attempt = make()
+  const cpuBefore = redisCpuSeconds ? await redisCpuSeconds() : 0
+  const result = await run(attempt, { ops, concurrency, ids, sync })
+  const redisSeconds = redisCpuSeconds ? (await redisCpuSeconds()) - cpuBefore : 0
+  return { seconds: result.seconds, calls: ops, latencies: result.latencies, redisSeconds, withRedis: Boolean(redisCpuSeconds) }
+}
+
+/** Runs of `timedRun` added up: ops/s over them all, latency percentiles, Redis CPU per call. */
+function timedRuns() {
   let seconds = 0
   let calls = 0
   let redisSeconds = 0
+  let withRedis = false
   const latencies = []
-  do {
-    await reset()
-    const attempt = make()
-    const cpuBefore = redisCpuSeconds ? await redisCpuSeconds() : 0
-    const result = await run(attempt, { ops, concurrency, ids, sync })
-    if (redisCpuSeconds) redisSeconds += (await redisCpuSeconds()) - cpuBefore
-    seconds += result.seconds
-    calls += ops
-    for (const latency of result.latencies) latencies.push(latency)
-  } while (seconds * 1e3 < minMs)
-  latencies.sort((a, b) => a - b)
   return {
-    opsPerSecond: calls / seconds,
-    p50: sync ? NaN : percentile(latencies, 0.5),
-    p99: sync ? NaN : percentile(latencies, 0.99),
-    redisCpuMicros: redisCpuSeconds ? (redisSeconds * 1e6) / calls : undefined,
+    get seconds() {
+      return seconds
+    },
+    add(run) {
+      seconds += run.seconds
+      calls += run.calls
+      redisSeconds += run.redisSeconds
+      withRedis = run.withRedis
+      for (const latency of run.latencies) latencies.push(latency)
+    },
+    result(sync) {
+      latencies.sort((a, b) => a - b)
+      return {
+        opsPerSecond: calls / seconds,
+        p50: sync ? NaN : percentile(latencies, 0.5),
+        p99: sync ? NaN : percentile(latencies, 0.99),
+        redisCpuMicros: withRedis ? (redisSeconds * 1e6) / calls : undefined,
+      }
+    },
   }
 }
 
@@ -252,7 +279,47 @@ function measureInChild(job) {
   return JSON.parse(child.stdout, (key, value) => (value === null ? NaN : value))
 }
 
-async function runChild({ name, who, ops, concurrency, ids, port }) {
+/**
+ * One caller on Redis, in turns: both libraries' child processes (`--run-child` with `stepwise`)
+ * at once, taking turns run by run (`timedRun`: 2,000 calls, about 0.3 s here), `order` first,
+ * until each has MIN_LONE_REDIS_RUN_MS timed. A pause or a slow spell of this shared machine then
+ * weighs on both, where 1.5 s turns one after the other let it fall on one: rounds of one cell
+ * spread from 0.7x to 1.3x that way (benchmark/RESULTS.md, item 36).
+ */
+async function measureInTurns(job, order) {
+  const children = { ours: steppedChild({ ...job, who: 'ours' }), theirs: steppedChild({ ...job, who: 'theirs' }) }
+  try {
+    await Promise.all([children.ours.ready, children.theirs.ready])
+    const totals = { ours: timedRuns(), theirs: timedRuns() }
+    while (totals.ours.seconds * 1e3 < MIN_LONE_REDIS_RUN_MS || totals.theirs.seconds * 1e3 < MIN_LONE_REDIS_RUN_MS) {
+      for (const who of order) totals[who].add(await children[who].run())
+    }
+    return { ours: totals.ours.result(false), theirs: totals.theirs.result(false) }
+  } finally {
+    children.ours.close()
+    children.theirs.close()
+  }
+}
+
+/** A `--run-child` process that warms up, then times one run each time it is asked (`run()`). */
+function steppedChild(job) {
+  const child = fork(__filename, ['--run-child', JSON.stringify({ ...job, stepwise: true })], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] })
+  let stderr = ''
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk
+  })
+  let waiting = null
+  child.on('message', (message) => waiting?.resolve(message))
+  child.on('exit', (code) => waiting?.reject(new Error(`${job.name} (${job.who}) failed in its child process (exit ${code}): ${stderr}`)))
+  const answer = (message) =>
+    new Promise((resolve, reject) => {
+      waiting = { resolve, reject }
+      if (message) child.send(message)
+    })
+  return { ready: answer(), run: () => answer('run'), close: () => child.connected && child.send('exit') }
+}
+
+async function runChild({ name, who, ops, concurrency, ids, port, stepwise }) {
   // One caller is what ioredis's defaults are for: a peer's client pipelines automatically only
   // under load (its users turn that on for throughput; it holds a lone command to the end of the
   // turn).
@@ -265,8 +332,15 @@ async function runChild({ name, who, ops, concurrency, ids, port }) {
   // redis-server's CPU time, through this process's connection.
   const server = { cli: (...command) => clients.ioredis.call(...command) }
   const cpu = scenario.redis ? () => redisCpuSeconds(server) : undefined
-  const minMs = scenario.redis && concurrency === 1 ? MIN_LONE_REDIS_RUN_MS : MIN_RUN_MS
-  const result = await measure(make, reset, { ops, concurrency, ids, sync, minMs, redisCpuSeconds: cpu })
+  if (stepwise) {
+    process.on('message', async (message) => {
+      if (message !== 'run') process.exit(0)
+      process.send(await timedRun(make, reset, { ops, concurrency, ids, sync, redisCpuSeconds: cpu }))
+    })
+    process.send('ready')
+    return
+  }
+  const result = await measure(make, reset, { ops, concurrency, ids, sync, minMs: MIN_RUN_MS, redisCpuSeconds: cpu })
   process.stdout.write(JSON.stringify(result))
   process.exit(0)
 }
@@ -305,13 +379,15 @@ async function runScenario(scenario, server, config, { inProcess = false } = {})
       sync: isSync(who),
       redisCpuSeconds: scenario.redis ? () => redisCpuSeconds(server) : undefined,
     })
+  const inTurns = scenario.redis && config.concurrency === 1 && !inProcess
   // In this process, an untimed run of each first: the first round would otherwise time the JIT's warm-up.
   if (inProcess) for (const who of ['ours', 'theirs']) await here(who, Math.ceil(ops / 5))
   const rounds = []
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? ['theirs', 'ours'] : ['ours', 'theirs']
     const result = {}
-    for (const who of order) {
+    if (inTurns) Object.assign(result, await measureInTurns({ name: scenario.name, ops, ...config, port: server.port }, order))
+    for (const who of inTurns ? [] : order) {
       result[who] = inProcess ? await here(who, ops) : measureInChild({ name: scenario.name, who, ops, ...config, port: server.port })
     }
     result.ratio = result.ours.opsPerSecond / result.theirs.opsPerSecond
@@ -701,7 +777,12 @@ async function main() {
   process.exit(0)
 }
 
-main().catch((error) => {
-  console.error(error)
-  process.exit(1)
-})
+if (require.main === module) {
+  main().catch((error) => {
+    console.error(error)
+    process.exit(1)
+  })
+}
+
+// (For benchmark/redis-time.js: the same scenarios, on the same clients.)
+module.exports = { scenarios, connectClients }

@@ -1,5 +1,6 @@
 -- redback's RateLimit (src/bucket_circle.rs) on its own Redis layout, for one or many calls.
--- (After lua/prelude.lua, which gives it now_of(), answer_of(), each_call(), whole() and corrupt().)
+-- (lua/prelude.lua, which gives it now_of(), answer_of(), each_call(), whole() and corrupt(), goes
+-- after a lone call's path, which has lua/lone.lua.)
 --
 -- One hash per subject at `[namespace:]action:subject`, as redback: field `<bucket>` the count of
 -- that bucket of the circle (bucket = floor((t % span) / interval)). One field more, `last`,
@@ -20,31 +21,6 @@
 
 local interval = tonumber(ARGV[1])
 local buckets = tonumber(ARGV[2])
-local expiry = tonumber(ARGV[3])
-
-
--- Reads the subject's hash in one call (HGETALL: a subject holds the buckets it was added to in
--- the last span, often far fewer than the circle has): returns the counts by bucket of the
--- circle (absent for none) and `last` (nil when absent). A field that is neither a bucket of
--- this circle nor `last`, or a value that is not a whole number, is data this limiter did not
--- write: the call fails before anything is written.
-local function read_circle(key)
-  local flat = redis.call('HGETALL', key)
-  local counts, last = {}, nil
-  for f = 1, #flat, 2 do
-    local name = flat[f]
-    if name == 'last' then
-      last = whole(key, name, flat[f + 1])
-    else
-      local bucket = string.match(name, '^%d+$') and tonumber(name)
-      if not bucket or bucket >= buckets then
-        corrupt(key, 'holds a field ' .. name)
-      end
-      counts[bucket] = whole(key, name, flat[f + 1])
-    end
-  end
-  return counts, last
-end
 
 -- redback's add, on the circle `counts` read at `key` (updated to what is written); returns the
 -- new `last`.
@@ -77,13 +53,13 @@ local function add(key, current, counts, last)
   if #emptied > 0 then
     redis.call('HDEL', key, unpack(emptied))
   end
-  redis.call('EXPIRE', key, expiry)
+  redis.call('EXPIRE', key, ARGV[3])
   return last
 end
 
-local function call(key, mode, now, lookback)
+-- A call on the circle `counts` and `last` read at `key` (see read_circle() below): its answer.
+local function call(key, mode, now, lookback, counts, last)
   local current = math.floor(now / interval)
-  local counts, last = read_circle(key)
   if mode ~= 'count' then
     last = add(key, current, counts, last)
   end
@@ -97,9 +73,68 @@ local function call(key, mode, now, lookback)
   return answer
 end
 
+-- (lua/lone.lua goes here)
+
+-- A batch of one call (see lua/lone.lua), its hash read as read_circle() below reads it.
+if ARGV[5] == '+' then
+  local key = KEYS[1]
+  local now = lone_now(ARGV[7])
+  local flat = redis.pcall('HGETALL', key)
+  local healthy, counts, last = not flat.err, {}, nil
+  for f = 1, #flat, 2 do
+    local name, value = flat[f], lone_whole(flat[f + 1])
+    local bucket = name ~= 'last' and string.match(name, '^%d+$') and tonumber(name)
+    if not value then
+      healthy = false
+    elseif name == 'last' then
+      last = value
+    elseif bucket and bucket < buckets then
+      counts[bucket] = value
+    else
+      healthy = false
+    end
+  end
+  if healthy then
+    local ok, answer = pcall(call, key, ARGV[6], now, tonumber(ARGV[8]), counts, last)
+    if ok then
+      return { answer }
+    end
+  end
+end
+
+-- (lua/prelude.lua goes here)
+
+-- Reads the subject's hash in one call (HGETALL: a subject holds the buckets it was added to in
+-- the last span, often far fewer than the circle has): returns the counts by bucket of the
+-- circle (absent for none) and `last` (nil when absent). A field that is neither a bucket of
+-- this circle nor `last`, or a value that is not a whole number, is data this limiter did not
+-- write: the call fails before anything is written.
+local function read_circle(key)
+  local flat = redis.call('HGETALL', key)
+  local counts, last = {}, nil
+  for f = 1, #flat, 2 do
+    local name = flat[f]
+    if name == 'last' then
+      last = whole(key, name, flat[f + 1])
+    else
+      local bucket = string.match(name, '^%d+$') and tonumber(name)
+      if not bucket or bucket >= buckets then
+        corrupt(key, 'holds a field ' .. name)
+      end
+      counts[bucket] = whole(key, name, flat[f + 1])
+    end
+  end
+  return counts, last
+end
+
+-- A call of the batch, on the hash read_circle() reads.
+local function judge(key, mode, now, lookback)
+  return call(key, mode, now, lookback, read_circle(key))
+end
+
 local answers = {}
 for i, arg in each_call(5, 3) do
-  local ok, answer = pcall(call, KEYS[i], ARGV[arg], now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
+  local ok, answer = pcall(judge, KEYS[i], ARGV[arg], now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
   answer = answer_of(ok, answer)
   answers[i] = answer
 end

@@ -1,6 +1,6 @@
 -- Fixed window counters (src/fixed_window.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it each_counting_call(), whole(), corrupt() and
--- keep_alive().)
+-- (lua/prelude.lua, which gives it each_counting_call(), whole() and corrupt(), goes after
+-- counting first's lone path, which has lua/lone.lua and its keep_alive().)
 --
 -- One hash per identifier, at namespace + id, holds every limit's counter: field
 -- `<duration>:<window>` (the duration in microseconds, the window's index floor(now / duration),
@@ -27,7 +27,7 @@
 --                     an identifier without a hash gets none)
 -- ARGV[2L+3]          the TTL of a hash, in milliseconds (the longest duration, plus a second),
 --                     set when a counter moves to a new window (never shortened: see
---                     keep_alive in lua/prelude.lua): then it outlives every window the hash
+--                     keep_alive in lua/lone.lua): then it outlives every window the hash
 --                     counts in (each ends within its duration, at most the longest)
 -- ARGV[2L+4]          the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:      its number of identifiers N, its now (microseconds; "" for the server's
@@ -47,6 +47,8 @@
 local limit_count = tonumber(ARGV[1])
 local mode = ARGV[2 * limit_count + 2]
 local ttl = ARGV[2 * limit_count + 3]
+
+-- (lua/lone.lua goes here)
 
 -- The field of a duration's (a string, as in ARGV) window: '%d' writes every whole number up to
 -- 2^53 in full, where Lua's own conversion would write 1e+15.
@@ -151,15 +153,19 @@ local function count_first(key, now, weight)
 end
 
 -- A batch of one such call (what an app sends under light load, a request at a time) is answered
--- here when counting first can, before the set-up below (and otherwise not tried again there).
+-- here when counting first can, before the prelude and the set-up below (see lua/lone.lua), and
+-- otherwise not tried again there.
 local counts_first = limit_count == 1 and mode == 'consume'
 if counts_first and ARGV[6] == '+' and ARGV[7] == '1' then
-  local count = count_first(KEYS[1], now_of(ARGV[8]), tonumber(ARGV[9]))
+  local now, server_now = lone_now(ARGV[8])
+  local count = count_first(KEYS[1], now, tonumber(ARGV[9]))
   if count then
     return { count, server_now }
   end
   counts_first = false
 end
+
+-- (lua/prelude.lua goes here)
 
 ---------------------------------------------------------------------------------------------------
 -- Reading first (any L, mode and number of identifiers).

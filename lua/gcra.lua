@@ -1,5 +1,6 @@
 -- The generic cell rate algorithm (src/gcra.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), whole() and each_counting_call().)
+-- (lua/prelude.lua, which gives it now_of(), whole() and each_counting_call(), goes after a lone
+-- consume's path, which has lua/lone.lua.)
 --
 -- redis-cell's layout: one plain string per identifier, at namespace + id, holding its
 -- theoretical arrival time (TAT) in whole microseconds; a TAT at or before now, like a missing
@@ -35,10 +36,35 @@ local burst = tonumber(ARGV[2])
 local tau = tonumber(ARGV[3])
 local mode = ARGV[4]
 
--- Writes a TAT, with a TTL of the time until it is reached plus a second.
+-- Writes a TAT, with a TTL of the time until it is reached plus a second. (Whole numbers go to
+-- Redis as strings: a number passed to redis.call costs Redis a %.17g.)
 local function store(key, tat, now)
-  redis.call('SET', key, tat, 'PX', math.ceil((tat - now) / 1000) + 1000)
+  redis.call('SET', key, string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
 end
+
+-- (lua/lone.lua goes here)
+
+-- A lone consume (see lua/lone.lua): the steps of judge() below, for one identifier.
+if mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
+  local key, weight = KEYS[1], tonumber(ARGV[9])
+  local now, server_now = lone_now(ARGV[8])
+  local stored = redis.pcall('GET', key)
+  local tat = 0
+  if stored then
+    tat = lone_whole(stored)
+  end
+  if tat then
+    local next_tat = math.max(tat, now) + weight * interval
+    if weight > burst or next_tat - tau > now then
+      return { tat, server_now }
+    end
+    if pcall(store, key, next_tat, now) then
+      return { tat, server_now }
+    end
+  end
+end
+
+-- (lua/prelude.lua goes here)
 
 -- Scratch tables, reused by every call of the batch (each table costs Redis CPU): the call's
 -- stored TATs (false for none) and its answer's TATs (0 for none).

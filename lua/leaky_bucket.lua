@@ -1,5 +1,6 @@
 -- The leaky bucket as a meter (src/leaky_bucket.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), whole_pair() and each_counting_call().)
+-- (lua/prelude.lua, which gives it now_of(), whole_pair() and each_counting_call(), goes after a
+-- lone consume's path, which has lua/lone.lua.)
 --
 -- The layout is the seed's: one hash per identifier, at namespace + id, with `level` (the weight
 -- in the bucket) and `ts` (microseconds: the instant of its last leak, or of its start). Leaks
@@ -54,10 +55,29 @@ local function drained(level, ts, now)
   return level - leaks * leak_amount, ts + leaks * interval
 end
 
+-- (Whole numbers go to Redis as strings: a number passed to redis.call costs Redis a %.17g.)
 local function write(key, level, ts)
-  redis.call('HSET', key, 'level', level, 'ts', ts)
+  redis.call('HSET', key, 'level', string.format('%d', level), 'ts', string.format('%d', ts))
   redis.call('PEXPIRE', key, ttl)
 end
+
+-- (lua/lone.lua goes here)
+
+-- A lone consume (see lua/lone.lua): the steps of judge() below, for one bucket.
+if mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
+  local key = KEYS[1]
+  local now, server_now = lone_now(ARGV[8])
+  local healthy, level, ts = lone_pair(key, 'level', 'ts')
+  if healthy then
+    level, ts = drained(level or 0, ts or now, now)
+    local weight = tonumber(ARGV[9])
+    if weight > capacity or level + weight > capacity or pcall(write, key, level + weight, level == 0 and now or ts) then
+      return { { level, ts }, server_now }
+    end
+  end
+end
+
+-- (lua/prelude.lua goes here)
 
 local function judge(first_key, id_count, now, weight)
   local answer, allowed, found = {}, weight <= capacity, {}

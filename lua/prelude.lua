@@ -73,17 +73,6 @@ local function each_counting_call(first_arg, judge, try_first)
   return answers
 end
 
--- Sets the TTL of the hash at `key` to `ttl_ms` unless it has a longer one: limiters that share a
--- namespace share an id's hash, each giving it the TTL its own counters need, and none may cut
--- another's short. `alone` says no other TTL can matter (no PTTL to read): the hash holds no other
--- limiter's fields, or it held nothing before this call wrote it (a new key has no TTL).
-local function keep_alive(key, ttl_ms, alone)
-  if not alone and redis.call('PTTL', key) >= tonumber(ttl_ms) then
-    return
-  end
-  redis.call('PEXPIRE', key, ttl_ms)
-end
-
 -- Data this limiter did not write at its key (a key of another type is WRONGTYPE already): the
 -- call fails alone with a message naming the key, before anything is written.
 local function corrupt(key, what)
@@ -108,7 +97,7 @@ end
 -- around it): sets into[slot] to the whole number of each field that slot_of names (slot_of[name]
 -- = slot, from 1 to slot_count; false for a field absent), fails on a field that neither slot_of
 -- nor `valid(name)` knows. Returns the number of slot_of's fields found, and of every field (0
--- when the key holds nothing: a hash written then has no TTL yet, see keep_alive).
+-- when the key holds nothing: a hash written then has no TTL yet, see keep_alive in lua/lone.lua).
 local function read_fields(key, slot_of, slot_count, into, valid)
   for slot = 1, slot_count do
     into[slot] = false

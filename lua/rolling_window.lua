@@ -1,6 +1,6 @@
 -- The rolling window (src/rolling_window.rs) on Redis sorted sets, for one or many ids at once.
--- (After lua/prelude.lua, which gives it now_of() and server_now, answer_of(), each_call() and
--- corrupt().)
+-- (lua/prelude.lua, which gives it now_of() and server_now, answer_of(), each_call() and
+-- corrupt(), goes after the lone path of a limit or consume, which has lua/lone.lua.)
 --
 -- The key layout is rolling-rate-limiter's: one sorted set per id, scored by the action's time in
 -- microseconds, with unique members, so both libraries read each other's data. Unlike
@@ -87,26 +87,6 @@ local LAST_TIME = '9007199254740991'
 -- window holds.
 local LATE_CALL_MARGIN = 1000000
 
-local function check_score(key, score)
-  if score ~= score or score < 0 or score >= 9007199254740992 then
-    corrupt(key, 'holds a score of ' .. tostring(score) .. ', not a time in microseconds')
-  end
-end
-
--- The oldest and newest scores of the log (nil when empty), once every score is known to be a
--- time: from 0 to 2^53 microseconds. A set holding -inf, +inf or a negative score was not written
--- by a limiter (nor by rolling-rate-limiter): the call fails before anything is written.
-local function checked_ends(key)
-  local oldest = score_at(key, 0)
-  if not oldest then
-    return nil, nil
-  end
-  local newest = score_at(key, -1)
-  check_score(key, oldest)
-  check_score(key, newest)
-  return oldest, newest
-end
-
 -- Drops the entries that left the window (at or before `window_start`), if any.
 local function prune(key, oldest, window_start)
   if oldest and oldest <= window_start then
@@ -131,24 +111,6 @@ local function with_unrecorded(answer, key, now, count, in_window)
   end
   answer[5], answer[6], answer[7] = now, newest, anchor
   return answer
-end
-
--- As rolling-rate-limiter's wouldLimit: the attempt is appended after the stored log.
-local function peek_at(key, now)
-  local _, newest = checked_ends(key)
-  local in_window = redis.call('ZCOUNT', key, after_window_start(now), '+inf')
-  local count = in_window + 1
-  local previous, anchor = 0, now
-  if in_window > 0 and (min_difference > 0 or not record_blocked) then
-    previous = newest
-  end
-  if count >= max_in_interval then
-    local anchor_index = count - max_in_interval
-    if anchor_index < in_window then
-      anchor = score_at(key, anchor_index - in_window)
-    end
-  end
-  return with_unrecorded({ count, now, previous, anchor }, key, now, count, in_window)
 end
 
 -- Answers a limit call once its attempt, at `now`, is in the log and the window pruned: `count`
@@ -183,15 +145,6 @@ local function limit_answer(key, now, member, count)
   end
   redis.call('EXPIRE', key, ttl_text)
   return answer
-end
-
-local function limit_at(key, now, member)
-  local oldest = checked_ends(key)
-  -- Added first: at maxmemory, Redis refuses a script's writes only until its first one. (The
-  -- attempt, at `now`, is inside the window: pruning after it does not remove it.)
-  redis.call('ZADD', key, as_score(now), member)
-  prune(key, oldest, now - interval)
-  return limit_answer(key, now, member, redis.call('ZCARD', key))
 end
 
 -- The log at `key` counted for the window at `now` (starting at or after the epoch), in integer
@@ -275,18 +228,6 @@ local function log_answer(key, now, member, weight, suffix, write, in_window, ne
   return { now, in_window, newest, anchor }
 end
 
--- The sliding log: only allowed actions are logged, `weight` of them, followed by `suffix`.
-local function log_at(key, now, member, weight, suffix, write)
-  local oldest, stored_newest = checked_ends(key)
-  local in_window = redis.call('ZCOUNT', key, after_window_start(now), '+inf')
-  -- (When the window holds an action, the log's newest is in it.)
-  local newest = 0
-  if in_window > 0 then
-    newest = stored_newest
-  end
-  return log_answer(key, now, member, weight, suffix, write, in_window, newest, oldest)
-end
-
 -- log_at for the usual consume (one action, no minDifference), as limit_first does limit_at's.
 -- The answer of an allowed one, { now, in_window, 0, 0 } (an allowed action's verdict needs
 -- neither the newest action before it nor an anchor: judge in src/rolling_window.rs), is the count
@@ -311,6 +252,86 @@ local function log_first(key, now, member, weight, suffix)
   redis.call('EXPIRE', key, ttl_text)
   prune(key, oldest, now - interval - LATE_CALL_MARGIN)
   return in_window
+end
+
+-- (lua/lone.lua goes here)
+
+-- A batch of one limit or consume (see lua/lone.lua) is answered here when limit_first or
+-- log_first can, before the prelude and the rest are set up (and otherwise not tried again there).
+local tried_first = false
+if ARGV[6] == '+' and (mode == 'limit' or mode == 'consume') then
+  local now, server_now = lone_now(ARGV[7])
+  local answer
+  if mode == 'limit' then
+    answer = limit_first(KEYS[1], now, ARGV[8])
+  else
+    answer = log_first(KEYS[1], now, ARGV[8], tonumber(ARGV[9]), ARGV[10])
+  end
+  if answer ~= nil then
+    return { answer, server_now }
+  end
+  tried_first = true
+end
+
+-- (lua/prelude.lua goes here)
+
+local function check_score(key, score)
+  if score ~= score or score < 0 or score >= 9007199254740992 then
+    corrupt(key, 'holds a score of ' .. tostring(score) .. ', not a time in microseconds')
+  end
+end
+
+-- The oldest and newest scores of the log (nil when empty), once every score is known to be a
+-- time: from 0 to 2^53 microseconds. A set holding -inf, +inf or a negative score was not written
+-- by a limiter (nor by rolling-rate-limiter): the call fails before anything is written.
+local function checked_ends(key)
+  local oldest = score_at(key, 0)
+  if not oldest then
+    return nil, nil
+  end
+  local newest = score_at(key, -1)
+  check_score(key, oldest)
+  check_score(key, newest)
+  return oldest, newest
+end
+
+-- As rolling-rate-limiter's wouldLimit: the attempt is appended after the stored log.
+local function peek_at(key, now)
+  local _, newest = checked_ends(key)
+  local in_window = redis.call('ZCOUNT', key, after_window_start(now), '+inf')
+  local count = in_window + 1
+  local previous, anchor = 0, now
+  if in_window > 0 and (min_difference > 0 or not record_blocked) then
+    previous = newest
+  end
+  if count >= max_in_interval then
+    local anchor_index = count - max_in_interval
+    if anchor_index < in_window then
+      anchor = score_at(key, anchor_index - in_window)
+    end
+  end
+  return with_unrecorded({ count, now, previous, anchor }, key, now, count, in_window)
+end
+
+local function limit_at(key, now, member)
+  local oldest = checked_ends(key)
+  -- Added first: at maxmemory, Redis refuses a script's writes only until its first one. (The
+  -- attempt, at `now`, is inside the window: pruning after it does not remove it.)
+  redis.call('ZADD', key, as_score(now), member)
+  prune(key, oldest, now - interval)
+  return limit_answer(key, now, member, redis.call('ZCARD', key))
+end
+
+-- The sliding log: only allowed actions are logged, `weight` of them, followed by `suffix`.
+local function log_at(key, now, member, weight, suffix, write)
+  local oldest, stored_newest = checked_ends(key)
+  local in_window = redis.call('ZCOUNT', key, after_window_start(now), '+inf')
+  -- (When the window holds an action, the log's newest is in it.)
+  local newest = 0
+  if in_window > 0 then
+    newest = stored_newest
+  end
+  return log_answer(key, now, member, weight, suffix, write, in_window, newest, oldest)
 end
 
 -- The newest maxInInterval actions in the window (a set written with a larger limit, or by
@@ -340,7 +361,9 @@ for i, arg in each_call(6, stride) do
   if mode == 'peek' then
     ok, answer = pcall(peek_at, key, now)
   elseif mode == 'limit' then
-    answer = limit_first(key, now, ARGV[arg + 1])
+    if not tried_first then
+      answer = limit_first(key, now, ARGV[arg + 1])
+    end
     ok = answer ~= nil
     if not ok then
       ok, answer = pcall(limit_at, key, now, ARGV[arg + 1])
@@ -349,7 +372,7 @@ for i, arg in each_call(6, stride) do
     ok, answer = pcall(reward_at, key, now, tonumber(ARGV[arg + 2]))
   elseif logging then
     local member, weight, suffix = ARGV[arg + 1], tonumber(ARGV[arg + 2]), ARGV[arg + 3]
-    if mode == 'consume' then
+    if mode == 'consume' and not tried_first then
       answer = log_first(key, now, member, weight, suffix)
     end
     ok = answer ~= nil

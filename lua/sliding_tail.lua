@@ -1,6 +1,6 @@
 -- The sliding tail (src/sliding_tail.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), each_counting_call(), whole(), corrupt(),
--- read_fields() and keep_alive().)
+-- (lua/prelude.lua, which gives it now_of(), each_counting_call(), whole(), corrupt() and
+-- read_fields(), goes after a lone consume's path, which has lua/lone.lua and its keep_alive().)
 --
 -- One hash per identifier, at namespace + id, holds every limit's counters: field `<duration>`
 -- the count of the window `<duration>:w` (floor(now / duration), aligned to the clock), field
@@ -21,7 +21,7 @@
 --                      second), set when a counter moves to a new window (then it outlives every
 --                      window the hash counts in, and the one after it); longer, and set on every
 --                      write, for counters in a window ahead of now (never shortened: see
---                      keep_alive in lua/prelude.lua)
+--                      keep_alive in lua/lone.lua)
 -- ARGV[2L+4]           the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:       its number of identifiers N, its now (microseconds; "" for the server's
 --                      clock) and its weight
@@ -32,29 +32,7 @@
 -- before this call (after it for "reward"); or the error message (a string) of a call that failed
 -- alone. src/sliding_tail.rs judges from them as this script decided.
 
-local limit_count = tonumber(ARGV[1])
--- Limit j's fields, at slots 3j - 2 (current count), 3j - 1 (previous count) and 3j (window) of
--- what read_fields() reads.
-local durations, limits, fields, slot_of = {}, {}, {}, {}
-for j = 1, limit_count do
-  durations[j] = tonumber(ARGV[2 * j])
-  limits[j] = tonumber(ARGV[2 * j + 1])
-  fields[3 * j - 2] = ARGV[2 * j]
-  fields[3 * j - 1] = ARGV[2 * j] .. ':p'
-  fields[3 * j] = ARGV[2 * j] .. ':w'
-  for slot = 3 * j - 2, 3 * j do
-    slot_of[fields[slot]] = slot
-  end
-end
-local mode = ARGV[2 * limit_count + 2]
-local ttl = ARGV[2 * limit_count + 3]
 local EXACT = 9007199254740992 -- 2^53
-
--- The hash's fields are limits' counts, previous counts and windows (also of other limiters that
--- share the namespace, with other durations).
-local function tail_field(name)
-  return string.match(name, '^%d+$') or string.match(name, '^%d+:p$') or string.match(name, '^%d+:w$')
-end
 
 -- a * b for whole a, b below 2^53, exactly, into `limbs`: five limbs of 24 bits, least
 -- significant first. Every partial product is below 2^48 and every column sum below 2^51, so
@@ -96,6 +74,103 @@ local function product_less(a, b, c, d)
     end
   end
   return false
+end
+
+-- (lua/lone.lua goes here)
+
+-- A lone consume under one limit (see lua/lone.lua): the steps of judge() below, for one
+-- identifier.
+if ARGV[1] == '1' and ARGV[4] == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
+  local key, name = KEYS[1], ARGV[2]
+  local previous_name, window_name = name .. ':p', name .. ':w'
+  local duration, limit, weight = tonumber(name), tonumber(ARGV[3]), tonumber(ARGV[9])
+  local now, server_now = lone_now(ARGV[8])
+  -- This limit's fields, and other limiters' (see tail_field() below), as whole numbers.
+  local flat = redis.pcall('HGETALL', key)
+  local healthy, current, previous, window = not flat.err, 0, 0, nil
+  for f = 1, #flat, 2 do
+    local field, value = flat[f], lone_whole(flat[f + 1])
+    if not value then
+      healthy = false
+    elseif field == name then
+      current = value
+    elseif field == previous_name then
+      previous = value
+    elseif field == window_name then
+      window = value
+    elseif not (string.match(field, '^%d+$') or string.match(field, '^%d+:p$') or string.match(field, '^%d+:w$')) then
+      healthy = false
+    end
+  end
+  healthy = healthy and (not window or window * duration < EXACT)
+  if healthy then
+    -- As tail_at() below.
+    local stored_window, now_window = window, math.floor(now / duration)
+    if not window then
+      current, previous = 0, 0
+    elseif window == now_window - 1 then
+      window, current, previous = now_window, 0, current
+    elseif window < now_window - 1 then
+      current, previous = 0, 0
+    end
+    if current == 0 and previous == 0 then
+      window = now_window
+    end
+    local rem = duration
+    if window == now_window then
+      rem = duration - (now - window * duration)
+    end
+    local spare = limit - current - weight
+    if spare < 0 or not product_less(previous, rem, spare + 1, duration) then
+      return { { window, current, previous }, server_now }
+    end
+    -- Counted: as judge() writes, with the TTL of ttl_of().
+    local written
+    if stored_window == window then
+      written = redis.pcall('HSET', key, name, string.format('%d', current + weight))
+    else
+      written = redis.pcall('HSET', key, name, string.format('%d', current + weight), previous_name, string.format('%d', previous), window_name, string.format('%d', window))
+    end
+    -- (HSET answers a number; a failure, { err = ... }.)
+    if type(written) == 'number' then
+      if stored_window ~= window or window > now_window then
+        local ttl = ARGV[5]
+        if window > now_window then
+          local until_ms = math.ceil((window * duration - now + 2 * duration) / 1000) + 1000
+          if until_ms > tonumber(ttl) then
+            ttl = string.format('%d', until_ms)
+          end
+        end
+        keep_alive(key, ttl, #flat == 0)
+      end
+      return { { window, current, previous }, server_now }
+    end
+  end
+end
+
+-- (lua/prelude.lua goes here)
+
+local limit_count = tonumber(ARGV[1])
+-- Limit j's fields, at slots 3j - 2 (current count), 3j - 1 (previous count) and 3j (window) of
+-- what read_fields() reads.
+local durations, limits, fields, slot_of = {}, {}, {}, {}
+for j = 1, limit_count do
+  durations[j] = tonumber(ARGV[2 * j])
+  limits[j] = tonumber(ARGV[2 * j + 1])
+  fields[3 * j - 2] = ARGV[2 * j]
+  fields[3 * j - 1] = ARGV[2 * j] .. ':p'
+  fields[3 * j] = ARGV[2 * j] .. ':w'
+  for slot = 3 * j - 2, 3 * j do
+    slot_of[fields[slot]] = slot
+  end
+end
+local mode = ARGV[2 * limit_count + 2]
+local ttl = ARGV[2 * limit_count + 3]
+
+-- The hash's fields are limits' counts, previous counts and windows (also of other limiters that
+-- share the namespace, with other durations).
+local function tail_field(name)
+  return string.match(name, '^%d+$') or string.match(name, '^%d+:p$') or string.match(name, '^%d+:w$')
 end
 
 -- Limit j's counters as of now: window, current, previous. Empty counters sit in now's window,

@@ -1,6 +1,6 @@
 -- The precision sliding window (src/sliding_window.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), each_counting_call(), whole(), corrupt() and
--- keep_alive().)
+-- (lua/prelude.lua, which gives it now_of(), each_counting_call(), whole() and corrupt(), goes
+-- after a lone consume's path, which has lua/lone.lua and its keep_alive().)
 --
 -- The layout is the seed's (over_limit_sliding_window): one hash per identifier, at
 -- namespace + id, holds every limit's buckets: field `<duration>:<precision>:<bucket>` the
@@ -19,7 +19,7 @@
 --                          second), set when a call counts in a bucket that had no field yet: a
 --                          bucket matters for a duration after it began, and the TTL set at its
 --                          first count outlives that (never shortened: see keep_alive in
---                          lua/prelude.lua)
+--                          lua/lone.lua)
 -- ARGV[4L+4]               the batch's shape (see each_call in lua/prelude.lua)
 -- then per call:           its number of identifiers N, its now (microseconds; "" for the
 --                          server's clock) and its weight
@@ -29,6 +29,81 @@
 -- each identifier and limit (identifier-major), the counts of the limit's live buckets, oldest
 -- first, before this call (after it for "reward"); or the error message (a string) of a call that
 -- failed alone. src/sliding_window.rs judges from them as this script decided.
+
+-- (lua/lone.lua goes here)
+
+-- A lone consume under one limit (see lua/lone.lua): the steps of read_hash() and judge() below,
+-- for one identifier.
+if ARGV[1] == '1' and ARGV[6] == 'consume' and ARGV[8] == '+' and ARGV[9] == '1' then
+  local key, prefix = KEYS[1], ARGV[2] .. ':' .. ARGV[3] .. ':'
+  local bucket_count, limit, weight = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[11])
+  local now, server_now = lone_now(ARGV[10])
+  local current = math.floor(now / tonumber(ARGV[3]))
+  local window_first = current - bucket_count + 1
+  local first_live = math.max(window_first, 0)
+  local answer, total, counted_now, oldest = {}, 0, false, nil
+  for k = 1, bucket_count do
+    answer[k] = 0
+  end
+  local flat = redis.pcall('HGETALL', key)
+  local healthy = not flat.err
+  for f = 1, #flat, 2 do
+    local field_prefix, bucket = string.match(flat[f], '^(%d+:%d+:)([^:]+)$')
+    if bucket == 'o' then
+      bucket = false
+    else
+      bucket = bucket and tonumber(bucket)
+      if not bucket or bucket % 1 ~= 0 then
+        healthy = false
+      end
+    end
+    if field_prefix == prefix and healthy then
+      if not bucket then
+        oldest = lone_whole(flat[f + 1])
+        healthy = oldest ~= nil
+      elseif bucket >= window_first and bucket <= current then
+        local count = lone_whole(flat[f + 1])
+        if count then
+          local at = bucket - window_first + 1
+          total = total - answer[at] + count
+          answer[at] = count
+          counted_now = counted_now or bucket == current
+        else
+          healthy = false
+        end
+      end
+    end
+  end
+  if healthy then
+    if total + weight > limit then
+      return { answer, server_now }
+    end
+    local current_field, written = prefix .. current, nil
+    if oldest == first_live then
+      written = redis.pcall('HSET', key, current_field, string.format('%d', answer[bucket_count] + weight))
+    else
+      written = redis.pcall('HSET', key, prefix .. 'o', string.format('%d', first_live), current_field, string.format('%d', answer[bucket_count] + weight))
+    end
+    -- (HSET answers a number; a failure, { err = ... }.)
+    if type(written) == 'number' then
+      -- Buckets that left the window since the oldest one written (at most a window's).
+      local last_gone = oldest and math.min(first_live, oldest + bucket_count) - 1
+      if oldest and last_gone >= oldest then
+        local gone = {}
+        for b = oldest, last_gone do
+          gone[#gone + 1] = prefix .. b
+        end
+        redis.call('HDEL', key, unpack(gone))
+      end
+      if not counted_now then
+        keep_alive(key, ARGV[7], #flat == 0)
+      end
+      return { answer, server_now }
+    end
+  end
+end
+
+-- (lua/prelude.lua goes here)
 
 local limit_count = tonumber(ARGV[1])
 local prefixes, precisions, buckets, limits = {}, {}, {}, {}

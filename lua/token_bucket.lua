@@ -1,5 +1,6 @@
 -- The token bucket (src/token_bucket.rs) on Redis, for one or many calls at once.
--- (After lua/prelude.lua, which gives it now_of(), each_counting_call() and whole_pair().)
+-- (lua/prelude.lua, which gives it now_of(), each_counting_call() and whole_pair(), goes after a
+-- lone consume's path, which has lua/lone.lua.)
 --
 -- One hash per identifier, at namespace + id: field `tokens` the bucket's level in scaled units
 -- (1/unit of a token, unit = the refill interval in microseconds / gcd(refillAmount, that
@@ -98,11 +99,39 @@ local function refilled(level, last, now)
 end
 
 -- Stores a bucket: `level` as of `since`, until it is forgotten (from now: the lead of `since`,
--- the time to full, `forget`) and a second, in milliseconds rounded up term by term.
+-- the time to full, `forget`) and a second, in milliseconds rounded up term by term. (Whole
+-- numbers go to Redis as strings: a number passed to redis.call costs Redis a %.17g.)
 local function store(key, level, since, now)
-  redis.call('HSET', key, 'tokens', level, 'ts', since)
-  redis.call('PEXPIRE', key, ceil_div(since - now, 1000) + ceil_div(to_full(level), 1000) + forget_ms + 1000)
+  redis.call('HSET', key, 'tokens', string.format('%d', level), 'ts', string.format('%d', since))
+  redis.call('PEXPIRE', key, string.format('%d', ceil_div(since - now, 1000) + ceil_div(to_full(level), 1000) + forget_ms + 1000))
 end
+
+-- (lua/lone.lua goes here)
+
+-- A lone consume (see lua/lone.lua): the steps of judge() below, for one bucket.
+if mode == 'consume' and ARGV[9] == '+' and ARGV[10] == '1' then
+  local key = KEYS[1]
+  local now, server_now = lone_now(ARGV[11])
+  local healthy, level, last = lone_pair(key, 'tokens', 'ts')
+  if healthy then
+    local now_level = level and refilled(level, last, now)
+    local since = now_level and math.max(last, now) or now
+    local held = now_level or fresh
+    local weight = tonumber(ARGV[12])
+    local need = weight <= capacity and weight * unit or nil
+    local written = true
+    if need and held >= need then
+      written = pcall(store, key, held - need, since, now)
+    elseif need and fresh < full and not now_level then
+      written = pcall(store, key, fresh, now, now)
+    end
+    if written then
+      return { { held, since - now }, server_now }
+    end
+  end
+end
+
+-- (lua/prelude.lua goes here)
 
 -- Gives `weight` back to each kept bucket, up to full. A bucket it fills is dropped when
 -- fresh == full (the same as none), else kept full as of its instant; one full already is left as

@@ -9,7 +9,8 @@
 /// what runs in Redis. `lua_script!("fixed_window")` is `lua/fixed_window.lua`. A script may
 /// begin with a lone call's path that needs none of the helpers: the prelude then goes where the
 /// script has the line [`PRELUDE_HERE`], so that a call answered above it never pays for the
-/// prelude's definitions (each function a script defines costs Redis CPU at every call).
+/// prelude's definitions (each function a script defines costs Redis CPU at every call), and
+/// `lua/lone.lua` (the lone paths' few helpers) where it has the line [`LONE_HERE`].
 macro_rules! lua_script {
     ($name:literal) => {
         std::sync::LazyLock::new(|| {
@@ -26,9 +27,15 @@ macro_rules! lua_script {
 /// [`lua_script!`]).
 pub const PRELUDE_HERE: &str = "-- (lua/prelude.lua goes here)\n";
 
-/// `script` with `lua/prelude.lua` in front, or in place of its line [`PRELUDE_HERE`].
+/// The line of a script of `lua/` where `lua/lone.lua` goes, if anywhere (see [`lua_script!`]).
+pub const LONE_HERE: &str = "-- (lua/lone.lua goes here)\n";
+
+/// `script` with `lua/lone.lua` in place of its line [`LONE_HERE`] if it has one, and
+/// `lua/prelude.lua` in place of its line [`PRELUDE_HERE`], or in front.
 pub fn with_prelude(script: &str) -> String {
     const PRELUDE: &str = include_str!("../../lua/prelude.lua");
+    const LONE: &str = include_str!("../../lua/lone.lua");
+    let script = script.replacen(LONE_HERE, LONE, 1);
     match script.split_once(PRELUDE_HERE) {
         Some((head, rest)) => format!("{head}{PRELUDE}{rest}"),
         None => format!("{PRELUDE}{script}"),
