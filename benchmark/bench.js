@@ -12,7 +12,9 @@
 // its own (after an untimed warm-up run there), on fresh limiters and an emptied Redis. Before it is timed, each pair must give the same decisions on the
 // same sequence of calls. The table reports medians over the rounds and, as the headline, the
 // median of the per-round throughput ratios: the machines are shared and noisy, so a ratio
-// measured within one round is what compares. On Redis the benchmark also reads redis-server's
+// measured within one round is what compares. One caller on Redis (about 7,000 calls a second,
+// where a pause of the machine moves a whole turn) runs in turns: both processes at once, taking
+// turns run by run (`measureInTurns`). On Redis the benchmark also reads redis-server's
 // CPU time (`INFO cpu`) around each run: microseconds of Redis CPU per decision. Memory is
 // measured in child processes (RSS after GC).
 //
@@ -67,9 +69,9 @@ const LEAKY = { capacity: 100, leakAmount: 1, leakInterval: 600 }
 const MIN_RUN_MS = 250
 const WARM_UP_MS = 250
 /**
- * How long a timed run of one caller on Redis lasts at least: 250 ms is about 2,000 calls there, and
- * a pause of the machine (this shared VM's) of a few tens of ms moved one round's ratio from about
- * 1.0x to 0.3x or 1.6x (benchmark/RESULTS.md, item 35).
+ * How long each library's runs of one caller on Redis last at least, in turns (`measureInTurns`):
+ * 250 ms is about 2,000 calls there, and a pause of the machine (this shared VM's) of a few tens of
+ * ms moved one round's ratio from about 1.0x to 0.3x or 1.6x (benchmark/RESULTS.md, item 35).
  */
 const MIN_LONE_REDIS_RUN_MS = 1500
 /** One call in this many has its latency taken (timing every call would cost as much as an in-memory decision). */
