@@ -39,7 +39,8 @@ local mode = ARGV[4]
 -- Writes a TAT, with a TTL of the time until it is reached plus a second. (Whole numbers go to
 -- Redis as strings: a number passed to redis.call costs Redis a %.17g.)
 local function store(key, tat, now)
-  redis.call('SET', key, string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1000))
+  local ttl = math.ceil((tat - now) / 1000) + 1000
+  redis.call('SET', key, string.format('%d', tat), 'PX', string.format('%d', ttl))
 end
 
 -- (lua/lone.lua goes here)

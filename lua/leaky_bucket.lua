@@ -71,7 +71,8 @@ if mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
   if healthy then
     level, ts = drained(level or 0, ts or now, now)
     local weight = tonumber(ARGV[9])
-    if weight > capacity or level + weight > capacity or pcall(write, key, level + weight, level == 0 and now or ts) then
+    local refused = weight > capacity or level + weight > capacity
+    if refused or pcall(write, key, level + weight, level == 0 and now or ts) then
       return { { level, ts }, server_now }
     end
   end

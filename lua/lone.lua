@@ -24,10 +24,10 @@ end
 -- else (which the batch path then fails on).
 local function lone_whole(value)
   local number = tonumber(value)
-  if number and number == number and number >= 0 and number < 9007199254740992 and number % 1 == 0 then
-    return number
+  if not number or number ~= number or number < 0 or number >= 9007199254740992 then
+    return nil
   end
-  return nil
+  return number % 1 == 0 and number or nil
 end
 
 -- The hash at `key` of two whole-number fields written together (see whole_pair in

@@ -97,7 +97,8 @@ end
 -- around it): sets into[slot] to the whole number of each field that slot_of names (slot_of[name]
 -- = slot, from 1 to slot_count; false for a field absent), fails on a field that neither slot_of
 -- nor `valid(name)` knows. Returns the number of slot_of's fields found, and of every field (0
--- when the key holds nothing: a hash written then has no TTL yet, see keep_alive in lua/lone.lua).
+-- when the key holds nothing: a hash written then has no TTL yet, see keep_alive in
+-- lua/lone.lua).
 local function read_fields(key, slot_of, slot_count, into, valid)
   for slot = 1, slot_count do
     into[slot] = false

@@ -76,6 +76,30 @@ local function product_less(a, b, c, d)
   return false
 end
 
+-- The hash's fields are limits' counts, previous counts and windows (also of other limiters that
+-- share the namespace, with other durations).
+local function tail_field(name)
+  return string.match(name, '^%d+$') or string.match(name, '^%d+:p$') or string.match(name, '^%d+:w$')
+end
+
+-- A limit's counters as of now, from those stored (`window` nil when none): window, current,
+-- previous. Counters one window old move on (the count becomes the previous count), older ones
+-- count 0, and counters in a window ahead of now stay in it. Empty counters sit in now's window,
+-- so that they read exactly as none (see Tail::at in src/sliding_tail.rs).
+local function moved_on(window, current, previous, now_window)
+  if not window then
+    current, previous = 0, 0
+  elseif window == now_window - 1 then
+    window, current, previous = now_window, 0, current
+  elseif window < now_window - 1 then
+    current, previous = 0, 0
+  end
+  if current == 0 and previous == 0 then
+    window = now_window
+  end
+  return window, current, previous
+end
+
 -- (lua/lone.lua goes here)
 
 -- A lone consume under one limit (see lua/lone.lua): the steps of judge() below, for one
@@ -85,7 +109,7 @@ if ARGV[1] == '1' and ARGV[4] == 'consume' and ARGV[6] == '+' and ARGV[7] == '1'
   local previous_name, window_name = name .. ':p', name .. ':w'
   local duration, limit, weight = tonumber(name), tonumber(ARGV[3]), tonumber(ARGV[9])
   local now, server_now = lone_now(ARGV[8])
-  -- This limit's fields, and other limiters' (see tail_field() below), as whole numbers.
+  -- This limit's fields, and other limiters' (see tail_field()), as whole numbers.
   local flat = redis.pcall('HGETALL', key)
   local healthy, current, previous, window = not flat.err, 0, 0, nil
   for f = 1, #flat, 2 do
@@ -98,24 +122,14 @@ if ARGV[1] == '1' and ARGV[4] == 'consume' and ARGV[6] == '+' and ARGV[7] == '1'
       previous = value
     elseif field == window_name then
       window = value
-    elseif not (string.match(field, '^%d+$') or string.match(field, '^%d+:p$') or string.match(field, '^%d+:w$')) then
+    elseif not tail_field(field) then
       healthy = false
     end
   end
   healthy = healthy and (not window or window * duration < EXACT)
   if healthy then
-    -- As tail_at() below.
     local stored_window, now_window = window, math.floor(now / duration)
-    if not window then
-      current, previous = 0, 0
-    elseif window == now_window - 1 then
-      window, current, previous = now_window, 0, current
-    elseif window < now_window - 1 then
-      current, previous = 0, 0
-    end
-    if current == 0 and previous == 0 then
-      window = now_window
-    end
+    window, current, previous = moved_on(window, current, previous, now_window)
     local rem = duration
     if window == now_window then
       rem = duration - (now - window * duration)
@@ -167,29 +181,13 @@ end
 local mode = ARGV[2 * limit_count + 2]
 local ttl = ARGV[2 * limit_count + 3]
 
--- The hash's fields are limits' counts, previous counts and windows (also of other limiters that
--- share the namespace, with other durations).
-local function tail_field(name)
-  return string.match(name, '^%d+$') or string.match(name, '^%d+:p$') or string.match(name, '^%d+:w$')
-end
-
--- Limit j's counters as of now: window, current, previous. Empty counters sit in now's window,
--- so that they read exactly as none (see Tail::at in src/sliding_tail.rs).
+-- Limit j's counters as of now (see moved_on()), from what read_fields() read into `stored`.
 local function tail_at(key, j, stored, now_window)
-  local current, previous, window = stored[3 * j - 2] or 0, stored[3 * j - 1] or 0, stored[3 * j]
-  if not window then
-    current, previous = 0, 0
-  elseif window * durations[j] >= EXACT then
+  local window = stored[3 * j]
+  if window and window * durations[j] >= EXACT then
     corrupt(key, 'holds ' .. fields[3 * j] .. ' = ' .. string.format('%d', window) .. ', a window out of range')
-  elseif window == now_window - 1 then
-    window, current, previous = now_window, 0, current
-  elseif window < now_window - 1 then
-    current, previous = 0, 0
   end
-  if current == 0 and previous == 0 then
-    window = now_window
-  end
-  return window, current, previous
+  return moved_on(window, stored[3 * j - 2] or 0, stored[3 * j - 1] or 0, now_window)
 end
 
 -- The TTL of a hash written at now with these windows: the shared one (the argument's string: a
