@@ -293,6 +293,27 @@ describe('RateLimiterRedis, beside rate-limiter-flexible on one redis-server', (
     assert.ok(failure instanceof Error)
     assert.equal(failure.code, 'ERR_STORE_UNAVAILABLE')
   })
+
+  it('rejects a consume of a key holding what it did not write with the store\'s error, alone and batched, and leaves the key as it was', async () => {
+    const limiter = new flexible.RateLimiterRedis({ storeClient: redis.server.url, keyPrefix: 'foreign', points: 5, duration: 60 })
+    await redis.server.cli('HSET', 'foreign:hash', 'f', '1')
+    await redis.server.cli('SET', 'foreign:text', 'abc', 'PX', '60000')
+    for (const [key, message] of [['hash', /WRONGTYPE/], ['text', /not an integer/]]) {
+      // Alone (a lone consume's path), then beside another key's consume in one batch.
+      const [alone] = await Promise.allSettled([limiter.consume(key)])
+      const [batched, other] = await Promise.allSettled([limiter.consume(key), limiter.consume(`fine-${key}`)])
+      for (const settled of [alone, batched]) {
+        assert.equal(settled.status, 'rejected', key)
+        assert.ok(settled.reason instanceof Error, key)
+        assert.equal(settled.reason.code, 'ERR_STORE_ERROR', key)
+        assert.match(settled.reason.message, message)
+      }
+      assert.equal(other.status, 'fulfilled')
+      assert.equal(other.value.consumedPoints, 1)
+    }
+    assert.equal(await redis.server.cli('HGETALL', 'foreign:hash'), 'f\n1')
+    assert.equal(await redis.server.cli('GET', 'foreign:text'), 'abc')
+  })
 })
 
 describe('ratekeeper/flexible: options and arguments', () => {

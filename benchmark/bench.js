@@ -285,8 +285,8 @@ function measureInChild(job) {
  * One caller on Redis, in turns: both libraries' child processes (`--run-child` with `stepwise`)
  * at once, taking turns run by run (`timedRun`: 2,000 calls, about 0.3 s here), `order` first,
  * until each has MIN_LONE_REDIS_RUN_MS timed. A pause or a slow spell of this shared machine then
- * weighs on both, where 1.5 s turns one after the other let it fall on one: rounds of one cell
- * spread from 0.7x to 1.3x that way (benchmark/RESULTS.md, item 36).
+ * weighs on both, where 1.5 s turns one after the other let it fall on one: one cell's rounds
+ * spread from 0.36x to 1.03x that way (benchmark/RESULTS.md, items 35 and 36).
  */
 async function measureInTurns(job, order) {
   const children = { ours: steppedChild({ ...job, who: 'ours' }), theirs: steppedChild({ ...job, who: 'theirs' }) }
@@ -388,9 +388,12 @@ async function runScenario(scenario, server, config, { inProcess = false } = {})
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? ['theirs', 'ours'] : ['ours', 'theirs']
     const result = {}
-    if (inTurns) Object.assign(result, await measureInTurns({ name: scenario.name, ops, ...config, port: server.port }, order))
-    for (const who of inTurns ? [] : order) {
-      result[who] = inProcess ? await here(who, ops) : measureInChild({ name: scenario.name, who, ops, ...config, port: server.port })
+    if (inTurns) {
+      Object.assign(result, await measureInTurns({ name: scenario.name, ops, ...config, port: server.port }, order))
+    } else {
+      for (const who of order) {
+        result[who] = inProcess ? await here(who, ops) : measureInChild({ name: scenario.name, who, ops, ...config, port: server.port })
+      }
     }
     result.ratio = result.ours.opsPerSecond / result.theirs.opsPerSecond
     rounds.push(result)

@@ -65,13 +65,14 @@ end
 -- A batch of one "add" (a lone consume's) is answered here, before the prelude and the rest are
 -- set up: each function and table a script makes costs Redis CPU at every call (the prelude's
 -- definitions alone cost about 3 µs of a lone consume's 13 to 16: benchmark/RESULTS.md, item 35).
--- A failure (WRONGTYPE) answers its message, as answer_of does.
+-- A failure (WRONGTYPE, a count that is no integer, a write refused at maxmemory) comes before
+-- anything is written, and goes on to the batch path, which answers it (as the lone paths of
+-- lua/lone.lua do).
 if ARGV[1] == '+' and ARGV[2] == 'add' then
   local ok, answer = pcall(add, KEYS[1], ARGV[3], ARGV[4])
   if ok then
     return { answer }
   end
-  return { type(answer) == 'table' and answer.err or tostring(answer) }
 end
 
 -- (lua/prelude.lua goes here)

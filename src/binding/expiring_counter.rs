@@ -228,9 +228,9 @@ impl JsExpiringCounter {
     /// epoch, `NaN` for the clock's; limit and growth for mode 4 only, growth from 1 to 1e6, `NaN`
     /// for 1). Numbers, not an options object: `lib/flexible/counter.js` makes every call, and
     /// reading an object's properties through N-API cost more than the rest of the call's native
-    /// work (about 1.4 µs of 2.3 in memory). The answer comes as `RollingWindow.run` describes; its numbers are the
-    /// points, the milliseconds left (-1 for never), whether the call started the counter, and
-    /// whether the key holds one.
+    /// work (about 1.4 µs of 2.3 in memory). The answer comes as `RollingWindow.run` describes;
+    /// its numbers are the points, the milliseconds left (-1 for never), whether the call started
+    /// the counter, and whether the key holds one.
     ///
     /// ```js
     /// engine.run(0, 'rlflx:user-1', new Float64Array([1, 60_000, NaN, NaN, NaN]), ticket, out)

@@ -1,0 +1,86 @@
+'use strict'
+
+// Redis's own time per lone call, ratekeeper's against each peer's (issue 24): the scenarios of
+// `npm run bench` on Redis, on its clients (the peers' ioredis on its defaults), one caller, each
+// call awaited before the next. Per run, on an emptied Redis with its command stats reset, after
+// untimed calls: the microseconds Redis spent in the top-level commands (EVALSHA or EVAL, or MULTI
+// and EXEC; commands run inside them are counted in these too) over the calls, and how many of
+// each command a call ran. Rounds alternate who goes first; medians. benchmark/RESULTS.md, item 36.
+//
+//   npm run bench:redis-time [-- "token bucket"] [-- --rounds 5 --calls 3000]
+
+const { scenarios, connectClients } = require('./bench.js')
+const { startRedis } = require('../__test__/helpers/redis-server.js')
+
+const argv = process.argv.slice(2)
+const option = (name, fallback) => {
+  const at = argv.indexOf(`--${name}`)
+  return at === -1 ? fallback : Number(argv[at + 1])
+}
+const ROUNDS = option('rounds', 5)
+const CALLS = option('calls', 3000)
+const ONLY = argv.find((arg, i) => !arg.startsWith('--') && !argv[i - 1]?.startsWith('--'))
+const UNTIMED = 300
+/** The commands a client sends around a call's own (a script's or a transaction's run its nested ones). */
+const TOP_LEVEL = new Set(['evalsha', 'eval', 'multi', 'exec', 'fcall'])
+/** The benchmark's own commands, not the calls'. */
+const OWN = new Set(['info', 'config', 'flushall', 'select', 'client', 'hello', 'ping', 'script'])
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+/** Redis's microseconds in the calls' top-level commands since the last reset, and each command's count; resets. */
+async function commandStats(client) {
+  const stats = await client.info('commandstats')
+  await client.config('RESETSTAT')
+  let micros = 0
+  const counts = {}
+  for (const [, name, calls, usec] of stats.matchAll(/cmdstat_([\w|]+):calls=(\d+),usec=(\d+)/g)) {
+    if (OWN.has(name.split('|')[0])) continue
+    counts[name] = Number(calls)
+    if (TOP_LEVEL.has(name)) micros += Number(usec)
+  }
+  return { micros, counts }
+}
+
+async function main() {
+  const server = await startRedis()
+  const clients = await connectClients(server.port, { autoPipelining: false })
+  console.log('| scenario | ids | ratekeeper µs per call | peer µs per call | ratekeeper commands per call | peer commands per call |')
+  console.log('|---|---:|---:|---:|---|---|')
+  for (const scenario of scenarios(clients).filter((s) => s.redis && (!ONLY || s.name.includes(ONLY)))) {
+    for (const ids of [10, 10_000]) {
+      const micros = { ours: [], theirs: [] }
+      const perCall = {}
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const who of round % 2 ? ['theirs', 'ours'] : ['ours', 'theirs']) {
+          await clients.flush()
+          const warm = scenario[who]()
+          for (let i = 0; i < UNTIMED; i++) await warm(`warm-${i % ids}`)
+          await clients.flush()
+          await commandStats(clients.ioredis)
+          const attempt = scenario[who]()
+          for (let i = 0; i < CALLS; i++) await attempt(`user-${(i * 7919) % ids}`)
+          const { micros: spent, counts } = await commandStats(clients.ioredis)
+          micros[who].push(spent / CALLS)
+          perCall[who] = Object.entries(counts).map(([name, n]) => `${name} ${(n / CALLS).toFixed(2)}`).join(', ')
+        }
+      }
+      console.log(`| ${scenario.name} | ${ids} | ${median(micros.ours).toFixed(2)} | ${median(micros.theirs).toFixed(2)} | ${perCall.ours} | ${perCall.theirs} |`)
+    }
+  }
+  clients.ioredis.disconnect()
+  clients.ioredis4.disconnect()
+  clients.nodeRedis3.quit()
+  await clients.store.close()
+  await server.stop()
+  process.exit(0)
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exit(1)
+})
