@@ -306,6 +306,44 @@ describe('Redis Sentinel', () => {
       await fresh.close()
     }
   })
+  it('asks its sentinel for the primary once subscribed again: a failover published meanwhile is not missed', async () => {
+    const { name, sentinelAddresses, sentinels } = setup
+    const watched = new RedisStore({ sentinels: sentinelAddresses, name, sentinelUsername: 'watcher', sentinelPassword: 'spw', commandTimeoutMs: COMMAND_TIMEOUT_MS })
+    const limiter = new FixedWindow({ client: watched, namespace: 'missed:', limits: [{ duration: 60_000, limit: 100 }] })
+    const reconnects = []
+    watched.on('reconnect', ({ node }) => reconnects.push(node))
+    watched.on('error', () => {})
+    const eachSentinel = (...command) => Promise.all(sentinels.map((sentinel) => sentinel.cli(...command)))
+    try {
+      const old = await setup.masterPort()
+      await setup.sentinelsAgree(old)
+      await setup.replicasSynced()
+      const now = Date.now()
+      assert.equal((await limiter.consume('id', { now })).remaining, 99, 'the first call starts the subscription')
+      const subscribed = async () => (await eachSentinel('CLIENT', 'LIST', 'TYPE', 'pubsub')).some((list) => / user=watcher /.test(list))
+      const subscribedBy = Date.now() + 10_000
+      while (!(await subscribed()) && Date.now() < subscribedBy) await sleep(20)
+      assert.ok(await subscribed(), 'the store subscribed to +switch-master')
+      // Shut out: its subscription is cut and it may not subscribe again, so it hears of no failover.
+      await eachSentinel('ACL', 'SETUSER', 'watcher', 'resetchannels')
+      await eachSentinel('CLIENT', 'KILL', 'USER', 'watcher')
+      await setup.replicasCaughtUp()
+      await setup.failover()
+      const moved = await setup.switchedFrom(old)
+      await setup.sentinelsAgree(moved)
+      assert.deepEqual(reconnects, [], 'with no subscription and no call, the store did not move')
+      // Let in again: it subscribes, asks that sentinel, and moves with no call made.
+      await eachSentinel('ACL', 'SETUSER', 'watcher', '&*')
+      const deadline = Date.now() + 15_000
+      while (!reconnects.includes(`127.0.0.1:${moved}`) && Date.now() < deadline) await sleep(20)
+      assert.deepEqual(reconnects, [`127.0.0.1:${moved}`], `the new primary is ${moved}, the old ${old}`)
+      assert.equal((await limiter.consume('id', { now })).remaining, 98, 'the first call went to the new primary')
+      assert.equal(watched.stats().failures.ERR_STORE_UNAVAILABLE, 0, 'no call failed')
+    } finally {
+      await eachSentinel('ACL', 'SETUSER', 'watcher', '&*')
+      await watched.close()
+    }
+  })
   // Last: it kills the sentinels.
   it('follows +switch-master with no call in between; without it, leaves a demoted primary at its first READONLY', async () => {
     assert.ok(store, 'the SIGKILL test ran first')
@@ -332,6 +370,10 @@ describe('Redis Sentinel', () => {
       const reconnects = []
       const onReconnect = ({ node }) => reconnects.push(node)
       store.on('reconnect', onReconnect)
+      // (What the store lost, for the message of a failure.)
+      const lost = []
+      const onLost = (error) => lost.push(error.message)
+      store.on('error', onLost)
       const unavailable = store.stats().failures.ERR_STORE_UNAVAILABLE
       await setup.failover()
       // (The port a sentinel named once the primary moved: asking again may reach a sentinel
@@ -340,8 +382,13 @@ describe('Redis Sentinel', () => {
       const reconnectDeadline = Date.now() + 30_000
       while (!reconnects.includes(`127.0.0.1:${moved}`) && Date.now() < reconnectDeadline) await sleep(20)
       store.off('reconnect', onReconnect)
+      store.off('error', onLost)
       assert.notEqual(moved, old)
-      assert.ok(reconnects.includes(`127.0.0.1:${moved}`), `reconnects ${reconnects.join(', ') || 'none'} within 30 s; the new primary is ${moved}, the old ${old}`)
+      assert.ok(
+        reconnects.includes(`127.0.0.1:${moved}`),
+        `reconnects ${reconnects.join(', ') || 'none'} within 30 s; the new primary is ${moved}, the old ${old}; ` +
+          `lost: ${lost.join('; ') || 'none'}; stats: ${JSON.stringify(store.stats())}`,
+      )
       assert.equal((await subscribed.consume('id', { now })).remaining, 98, 'the first call went to the new primary')
       assert.equal(store.stats().failures.ERR_STORE_UNAVAILABLE, unavailable, 'no call failed')
 

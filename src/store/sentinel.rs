@@ -7,7 +7,9 @@
 //!   with a connection error or a timeout, when it answers `READONLY` (a demoted primary: it is
 //!   forgotten at once, so it never takes a write; inside a script, where a call's error is its
 //!   answer, too), and when a sentinel publishes
-//!   `+switch-master` for the name (a subscription kept by a background task).
+//!   `+switch-master` for the name (a subscription kept by a background task, which also asks
+//!   its sentinel for the primary once subscribed and after each [`WATCH_PING`] of silence, so
+//!   that a message sent while it was not subscribed is not missed for long).
 //! - Meanwhile calls fail fast with `ERR_STORE_UNAVAILABLE` naming the node and the master name:
 //!   a node whose connection just failed is not dialled again for [`super::link::DOWN_FOR`], and
 //!   while no primary is confirmed, calls get the last lookup's error without waiting.
@@ -40,7 +42,9 @@ use super::redis_config::SentinelConfig;
 const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How long the `+switch-master` subscription waits for a message before it checks that its
-/// sentinel still answers.
+/// sentinel still answers, and asks it which node is the primary (a published message reaches
+/// only the subscribers of that moment: one sent while the subscription was being opened again
+/// is caught this way).
 const WATCH_PING: Duration = Duration::from_secs(5);
 
 /// How long the subscription waits before it subscribes again (to the next sentinel): calls
@@ -412,6 +416,25 @@ impl Shared {
         }
     }
 
+    /// Asks sentinel number `sentinel` which node is the primary: when that is not the one
+    /// calls go to, confirms it as after `+switch-master`.
+    async fn reconcile(&self, sentinel: usize) {
+        let link = &self.sentinels[sentinel].1;
+        let mut asked = self.ask(link).await;
+        if let Err(error) = &asked {
+            // Its connection may have been cut with the subscription's: opened again once.
+            link.failed(error, &self.sentinel_counters);
+            tokio::time::sleep(super::link::DOWN_FOR).await;
+            asked = self.ask(link).await;
+        }
+        let Ok(node) = asked else {
+            return;
+        };
+        if self.current().is_none_or(|primary| primary.node != node) {
+            self.switched(node).await;
+        }
+    }
+
     /// After `+switch-master` named `node`: confirms it, and calls go there.
     async fn switched(&self, node: Node) {
         let mut lookup = self.lookup.lock().await;
@@ -424,14 +447,15 @@ impl Shared {
     }
 }
 
-/// Follows `+switch-master` on one sentinel after another, while the store lives.
+/// Follows `+switch-master` on one sentinel after another, while the store lives; asks that
+/// sentinel for the primary once subscribed and after every [`WATCH_PING`] of silence.
 async fn watch(shared: Weak<Shared>) {
     for turn in 0usize.. {
         let Some(strong) = shared.upgrade() else {
             return;
         };
-        let (info, _) = &strong.sentinels[turn % strong.sentinels.len()];
-        let (info, name) = (info.clone(), strong.name.clone());
+        let sentinel = turn % strong.sentinels.len();
+        let (info, name) = (strong.sentinels[sentinel].0.clone(), strong.name.clone());
         let timeout = strong.connect_timeout;
         drop(strong);
         let subscribed = tokio::time::timeout(timeout, async {
@@ -442,12 +466,22 @@ async fn watch(shared: Weak<Shared>) {
         .await;
         if let Ok(Ok(pubsub)) = subscribed {
             let (mut sink, mut messages) = pubsub.split();
+            let mut reconcile = true;
             loop {
+                if std::mem::take(&mut reconcile) {
+                    let Some(shared) = shared.upgrade() else {
+                        return;
+                    };
+                    shared.reconcile(sentinel).await;
+                }
                 let message = match tokio::time::timeout(WATCH_PING, messages.next()).await {
                     Ok(Some(message)) => message,
                     Ok(None) => break,
                     Err(_) => match tokio::time::timeout(timeout, sink.ping::<Value>()).await {
-                        Ok(Ok(_)) => continue,
+                        Ok(Ok(_)) => {
+                            reconcile = true;
+                            continue;
+                        }
                         _ => break,
                     },
                 };
