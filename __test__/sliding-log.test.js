@@ -138,7 +138,7 @@ describe('the sliding log on Redis', () => {
     assert.notEqual(call, first.replace(/:1\|one$/, ''))
   })
 
-  it('counts first: an allowed action costs Redis a ZCARD, a ZCOUNT, a ZADD and an EXPIRE; it prunes what left the window over a second ago, and keeps the rest for late calls', async () => {
+  it('counts first: an allowed action costs Redis a ZCARD, a ZCOUNT, a ZADD and an EXPIRE, a refused one a ZCARD and two ZRANGEs; it prunes what left the window over a second ago, and keeps the rest for late calls', async () => {
     const log = new SlidingLog({ client: redis.server.url, namespace: 'cost:', interval: 60 * SECOND, maxInInterval: 5 })
     await log.consume('warm-up', { now: T })
     const counted = ['evalsha', 'time', 'zcard', 'zcount', 'zadd', 'zrange', 'zremrangebyscore', 'expire']
@@ -159,9 +159,15 @@ describe('the sliding log on Redis', () => {
     await consumed(61.4, verdict(true, 0, 1, 5, 60 * SECOND))
     await consumed(61.5, verdict(true, 0, 0, 5, 60 * SECOND))
     assert.deepEqual(await scores(), [60_400, 60_700, 61_200, 61_400, 61_500])
-    // Refused (5 in the window): the newest and the anchor are read, nothing is written.
-    assert.deepEqual(await consumed(61.6, verdict(false, 58_800, 0, 5, 59_900)), { evalsha: 1, zcard: 1, zcount: 1, zrange: 2 })
+    // Refused (5 in the window, none before it): the log's ends are read (the oldest is the
+    // anchor), nothing is counted or written.
+    assert.deepEqual(await consumed(61.6, verdict(false, 58_800, 0, 5, 59_900)), { evalsha: 1, zcard: 1, zrange: 2 })
     assert.deepEqual(await scores(), [60_400, 60_700, 61_200, 61_400, 61_500])
+    // 60.4 s left the window 0.1 s ago: with 5 logged, the oldest is read, then the log counted.
+    assert.deepEqual(await consumed(120.5, verdict(true, 0, 0, 5, 60 * SECOND)), { evalsha: 1, zcard: 1, zrange: 1, zcount: 2, zadd: 1, zremrangebyscore: 1, expire: 1 })
+    // Refused with 5 in the window and one kept before it: counted, then the newest and anchor read.
+    assert.deepEqual(await consumed(120.6, verdict(false, 100, 0, 5, 59_900)), { evalsha: 1, zcard: 1, zrange: 3, zcount: 2, zremrangebyscore: 1 })
+    assert.deepEqual(await scores(), [60_400, 60_700, 61_200, 61_400, 61_500, 120_500])
   })
 
   it('forgets, on a refused consume too, what left the window over a second ago', async () => {

@@ -80,8 +80,10 @@ local function score_at(key, rank)
   return tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
 end
 
--- The latest time a score may hold, in microseconds: 2^53 - 1 (as ZCOUNT takes it).
+-- The latest time a score may hold, in microseconds: 2^53 - 1 (as ZCOUNT takes it, and as a
+-- number).
 local LAST_TIME = '9007199254740991'
+local LAST_TIME_NUMBER = 9007199254740991
 -- How long the sliding log keeps an action after it left the window (LATE_CALL_MARGIN in
 -- src/rolling_window.rs): a call from a host whose clock is behind must still count what its own
 -- window holds.
@@ -151,13 +153,14 @@ end
 -- replies (reading a score costs Redis several times more): its entries in the window and those
 -- at or before its start, when every entry is a time from 0 to 2^53 - 1 (the two then add up to
 -- the whole log). nil, having read nothing else, when they do not, the window starts before the
--- epoch, or the key holds another type: reading the log's ends (checked_ends) then tells.
-local function counted(key, now)
+-- epoch, or the key holds another type: reading the log's ends (checked_ends) then tells. `size`
+-- is the log's ZCARD when already read.
+local function counted(key, now, size)
   local window_start = now - interval
   if window_start < 0 then
     return nil
   end
-  local size = redis.pcall('ZCARD', key)
+  size = size or redis.pcall('ZCARD', key)
   if type(size) ~= 'number' then
     return nil
   end
@@ -233,10 +236,24 @@ end
 -- neither the newest action before it nor an anchor: judge in src/rolling_window.rs), is the count
 -- alone.
 local function log_first(key, now, member, weight, suffix)
-  if weight ~= 1 or min_difference > 0 then
+  if weight ~= 1 or min_difference > 0 or now < interval then
     return nil
   end
-  local in_window, earlier = counted(key, now)
+  local size = redis.pcall('ZCARD', key)
+  if type(size) == 'number' and size >= max_in_interval then
+    -- Refused unless an action left the window. When the oldest is in the window and the newest a
+    -- time (so that every entry is one in the window), the log's ends answer with no count: the
+    -- newest, and the anchor, which is the oldest when the window holds exactly maxInInterval.
+    local oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+    if oldest > now - interval then
+      local newest = score_at(key, -1)
+      if newest <= LAST_TIME_NUMBER then
+        local k = size + 1 - max_in_interval
+        return { now, size, newest, k == 1 and oldest or score_at(key, k - 1 - size) }
+      end
+    end
+  end
+  local in_window, earlier = counted(key, now, size)
   if not in_window then
     return nil
   end
