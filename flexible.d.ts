@@ -417,8 +417,10 @@ export class RateLimiterClusterMasterPM2 {
  * refused (or the Error a limiter failed with). Atomic when every limiter is RateLimiterMemory, or
  * every one RateLimiterRedis on one `storeClient`: a refused consume charges none (on a Redis
  * Cluster its keys must then share a hash tag, e.g. `'{user:42}'`); a refusing limiter's answer
- * tells what its key holds, and one with `blockDuration` is blocked. Any other mix consumes one by
- * one, as rate-limiter-flexible does.
+ * tells what its key holds, and one with `blockDuration` is blocked; a key holding what no limiter
+ * wrote rejects with the store's Error under every limiter's prefix, charging none (unless a
+ * limiter has an `insuranceLimiter`). Any other mix consumes one by one, as rate-limiter-flexible
+ * does.
  *
  * ```ts
  * const union = new RateLimiterUnion(perSecond, perMinute)

@@ -331,6 +331,38 @@ describe('RateLimiterUnion on Redis', () => {
     }
   })
 
+  it('rejects a union whose key holds what no limiter wrote with the store\'s error, charging no member', async () => {
+    const members = ['fa', 'fb'].map((keyPrefix) => new flexible.RateLimiterRedis({ storeClient: redis.server.url, keyPrefix, points: 5, duration: 60 }))
+    const union = new flexible.RateLimiterUnion(...members)
+    await redis.server.cli('HSET', 'fb:hash', 'f', '1')
+    await redis.server.cli('SET', 'fb:text', 'abc', 'PX', '60000')
+    for (const [key, message] of [['hash', /WRONGTYPE/], ['text', /fb:text holds abc/]]) {
+      // Alone (by the direct lane), then batched with a union of another key.
+      const [alone] = await Promise.allSettled([union.consume(key)])
+      const [batched, other] = await Promise.allSettled([union.consume(key), union.consume(`fine-${key}`)])
+      for (const settled of [alone, batched]) {
+        assert.equal(settled.status, 'rejected', key)
+        assert.deepEqual(Object.keys(settled.reason), ['fa', 'fb'])
+        for (const error of Object.values(settled.reason)) {
+          assert.ok(error instanceof Error)
+          assert.equal(error.code, 'ERR_STORE_ERROR')
+          assert.match(error.message, message)
+        }
+      }
+      assert.equal(other.status, 'fulfilled')
+      assert.equal(other.value.fa.consumedPoints, 1)
+      assert.equal(await members[0].get(key), null, 'the member whose key is sound was not charged')
+    }
+    assert.equal(await redis.server.cli('HGETALL', 'fb:hash'), 'f\n1')
+    assert.equal(await redis.server.cli('GET', 'fb:text'), 'abc')
+    // With an insurance limiter, each member consumes on its own: the insurance answers for fb.
+    members[1].insuranceLimiter = new flexible.RateLimiterMemory({ keyPrefix: 'fb', points: 5, duration: 60 })
+    const insured = await union.consume('hash')
+    assert.deepEqual([insured.fa.consumedPoints, insured.fb.consumedPoints], [1, 1])
+    assert.equal((await members[0].get('hash')).consumedPoints, 1)
+    assert.equal(await redis.server.cli('HGETALL', 'fb:hash'), 'f\n1')
+  })
+
   it('consumes one by one, as rate-limiter-flexible, when the members are not on one store', async () => {
     const memory = new flexible.RateLimiterMemory({ keyPrefix: 'mem', points: 1, duration: 60 })
     const onRedis = new flexible.RateLimiterRedis({ storeClient: redis.server.url, keyPrefix: 'mixed', points: 5, duration: 60 })

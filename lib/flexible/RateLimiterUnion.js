@@ -22,7 +22,11 @@ const { attempt } = require('../attempt.js')
  * (one `storeClient`), a refused consume charges none of them, and concurrent consumes never
  * admit more than any limiter's points. A refusing limiter's RateLimiterRes then tells what its key
  * holds, uncharged (`consumedPoints`, `remainingPoints`, `msBeforeNext` until its duration ends, 0
- * for a key that holds nothing); one with `blockDuration` is blocked, as it would be alone. On
+ * for a key that holds nothing); one with `blockDuration` is blocked, as it would be alone. A key
+ * holding what no limiter wrote (a hash, text) rejects the union with the store's Error under
+ * every limiter's prefix, charging none (rate-limiter-flexible charges the others), unless a
+ * limiter has an `insuranceLimiter`: then, as when the store is unavailable, each limiter consumes
+ * on its own. On
  * Redis the union is one script call, so on a Redis Cluster its keys must share a slot: put a hash
  * tag in the key (`'{user:42}'`). Any other mix of limiters (memory with Redis, custom
  * limiters, subclasses that change `consume`) is consumed one by one, as rate-limiter-flexible
@@ -127,8 +131,13 @@ class RateLimiterUnion {
       )
     } catch (error) {
       // A bad call (its keys on several Cluster slots) fails as it is; when the store fails, each
-      // limiter answers as it does alone: through its insurance limiter, if it has one.
+      // limiter answers as it does alone: through its insurance limiter, if it has one. A key
+      // Redis refused (one holding what no limiter wrote: ERR_STORE_ERROR, nothing written)
+      // fails the union as a whole, charging none, unless an insurance limiter is there to answer.
       if (error instanceof TypeError || error instanceof RangeError) throw error
+      if (error.code === 'ERR_STORE_ERROR' && !limiters.some((limiter) => isRateLimiterCompatible(limiter.insuranceLimiter))) {
+        throw Object.fromEntries(limiters.map((limiter) => [limiter.keyPrefix, error]))
+      }
       return this.#consumeEach(key, points)
     }
     if (readings.some((reading) => reading.refused)) {
