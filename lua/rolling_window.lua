@@ -244,7 +244,7 @@ local function log_first(key, now, member, weight, suffix)
     -- Refused unless an action left the window. When the oldest is in the window and the newest a
     -- time (so that every entry is one in the window), the log's ends answer with no count: the
     -- newest, and the anchor, which is the oldest when the window holds exactly maxInInterval.
-    local oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+    local oldest = score_at(key, 0)
     if oldest > now - interval then
       local newest = score_at(key, -1)
       if newest <= LAST_TIME_NUMBER then
