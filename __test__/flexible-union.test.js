@@ -261,7 +261,7 @@ describe('RateLimiterUnion on Redis', () => {
       const sources = []
       const watching = await monitor.monitor()
       watching.on('monitor', (time, args, source) => {
-        if (/^evalsha$/i.test(args[0]) && args.some((arg) => String(arg).startsWith('lane0:'))) sources.push(source)
+        if (/^(?:evalsha|fcall)$/i.test(args[0]) && args.some((arg) => String(arg).startsWith('lane0:'))) sources.push(source)
       })
       const answers = []
       for (let i = 0; i < 8; i++) answers.push(Object.values(await union.consume('k')).map((res) => res.remainingPoints))

@@ -266,27 +266,27 @@ describe('the Redis layout', () => {
     const limiter = new RedisRateLimiter({ client: store, namespace: 'cost:', interval: 60_000, maxInInterval: 3 })
     const T = 1_700_000_000_000
     await limiter.limit('warm-up', { now: T })
-    const counted = ['evalsha', 'time', 'zcard', 'zcount', 'zadd', 'zrange', 'zrem', 'zremrangebyrank', 'zremrangebyscore', 'expire']
+    const counted = ['script', 'time', 'zcard', 'zcount', 'zadd', 'zrange', 'zrem', 'zremrangebyrank', 'zremrangebyscore', 'expire']
     const commandsOf = (call) => commandsRun(server, counted, call)
     const scores = async () => (await server.cli('ZRANGE', 'cost:u', '0', '-1', 'WITHSCORES')).split('\n').filter((_, i) => i % 2 === 1).map(Number)
     // A new log.
-    assert.deepEqual(await commandsOf(() => limiter.limit('u', { now: T })), { evalsha: 1, zcard: 1, zadd: 1, expire: 1 })
-    assert.deepEqual(await commandsOf(() => limiter.limit('u', { now: T + 1000 })), { evalsha: 1, zcard: 1, zcount: 1, zadd: 1, expire: 1 })
+    assert.deepEqual(await commandsOf(() => limiter.limit('u', { now: T })), { script: 1, zcard: 1, zadd: 1, expire: 1 })
+    assert.deepEqual(await commandsOf(() => limiter.limit('u', { now: T + 1000 })), { script: 1, zcard: 1, zcount: 1, zadd: 1, expire: 1 })
     // 61.5 s on, the first two left the window: they are counted, and pruned by rank.
     assert.deepEqual(
       await commandsOf(async () => assert.deepEqual(await limiter.limitWithInfo('u', { now: T + 61_500 }), allowed(0, 2))),
-      { evalsha: 1, zcard: 1, zcount: 2, zadd: 1, zremrangebyrank: 1, expire: 1 },
+      { script: 1, zcard: 1, zcount: 2, zadd: 1, zremrangebyrank: 1, expire: 1 },
     )
     assert.deepEqual(await scores(), [(T + 61_500) * 1000])
     // Full: the newest two and the anchor are read.
     await limiter.limit('u', { now: T + 62_000 })
     assert.deepEqual(
       await commandsOf(async () => assert.deepEqual(await limiter.limitWithInfo('u', { now: T + 63_000 }), allowed(58_500, 0))),
-      { evalsha: 1, zcard: 1, zcount: 1, zadd: 1, zrange: 2, expire: 1 },
+      { script: 1, zcard: 1, zcount: 1, zadd: 1, zrange: 2, expire: 1 },
     )
     // With the server's clock, it is read once (TIME) and sent back for the count alone.
     const fresh = await commandsOf(() => limiter.limit('v'))
-    assert.deepEqual(fresh, { evalsha: 1, time: 1, zcard: 1, zadd: 1, expire: 1 })
+    assert.deepEqual(fresh, { script: 1, time: 1, zcard: 1, zadd: 1, expire: 1 })
     assert.deepEqual(await limiter.wouldLimitWithInfo('v'), allowed(0, 1))
   })
 

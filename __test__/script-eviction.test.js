@@ -5,7 +5,8 @@
 // added with SCRIPT LOAD, as ratekeeper's are, stay) and then empties it with SCRIPT FLUSH. Every
 // limiter on Redis answers each call as its twin in memory does, and no call fails: a script
 // Redis no longer has (NOSCRIPT, whatever the server's wording) is loaded again, batched calls
-// included.
+// included. The same with the scripts as Redis Functions (src/store/script.rs), which FUNCTION
+// FLUSH drops.
 
 const { it } = require('node:test')
 const assert = require('node:assert/strict')
@@ -16,7 +17,7 @@ const IORedis = require('ioredis')
 
 const { RateLimiter, createRateLimit, RedisStore } = require('..')
 const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
-const { useRedisServer } = require('./helpers/redis-server.js')
+const { useRedisServer, serverSupports } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
 const flexible = require('../flexible.js')
 
@@ -145,7 +146,8 @@ function infoField(text, name) {
 }
 
 it('every limiter answers as in memory, and none fails, while 1,000 EVAL scripts flood the script cache and SCRIPT FLUSH empties it', async (t) => {
-  const store = new RedisStore(redis.server.url)
+  // (Scripts as EVALSHA, as on Redis 6.2: with Functions, EVALSHA runs only when they are refused.)
+  const store = new RedisStore({ url: redis.server.url, functions: false })
   const flooder = new IORedis({ host: redis.server.host, port: redis.server.port, lazyConnect: true, maxRetriesPerRequest: 0 })
   await flooder.connect()
   try {
@@ -208,6 +210,62 @@ it('every limiter answers as in memory, and none fails, while 1,000 EVAL scripts
     assert.deepEqual(store.stats().failures, { ERR_STORE_UNAVAILABLE: 0, ERR_STORE_ERROR: 0, ERR_STORE_CLOSED: 0 })
   } finally {
     flooder.disconnect()
+    store.close()
+  }
+})
+
+/** The names of ratekeeper's Function libraries loaded in Redis. */
+async function libraries(client) {
+  const list = await client.call('FUNCTION', 'LIST', 'LIBRARYNAME', 'ratekeeper_*')
+  return list.map((library) => library[library.indexOf('library_name') + 1]).sort()
+}
+
+it('every limiter answers as in memory, and none fails, while FUNCTION FLUSH drops its Functions; each library is loaded again', { skip: serverSupports.version < 7 && 'Functions are Redis 7 and later' }, async () => {
+  const store = new RedisStore(redis.server.url)
+  const flusher = new IORedis({ host: redis.server.host, port: redis.server.port, lazyConnect: true, maxRetriesPerRequest: 0 })
+  await flusher.connect()
+  try {
+    const pairs = Object.entries(SUBJECTS).map(([name, subject], i) => twins(name, subject, store, i + 101))
+    const steps = (count) => Promise.all(pairs.map(async (pair) => {
+      for (let step = 0; step < count; step++) await pair.step()
+    }))
+    // One library per script of lua/ (named by the script and a hash of its code).
+    const scripts = ratekeeperScripts().length
+    await steps(10)
+    const loaded = await libraries(flusher)
+    assert.equal(loaded.length, scripts, `libraries loaded: ${loaded.join(', ')}`)
+    for (const name of loaded) assert.match(name, /^ratekeeper_[a-z_]+_[0-9a-f]{12}$/)
+    const loadsBefore = store.stats().scriptLoads
+
+    // Flushed three times while every limiter goes on calling, each after every limiter's next
+    // three steps.
+    let flushed = false
+    const fewest = () => Math.min(...pairs.map((pair) => pair.steps))
+    const flush = (async () => {
+      try {
+        for (let i = 0; i < 3; i++) {
+          const target = fewest() + 3
+          while (fewest() < target) await new Promise((resolve) => setTimeout(resolve, 2))
+          assert.equal(await flusher.call('FUNCTION', 'FLUSH'), 'OK')
+        }
+      } finally {
+        flushed = true
+      }
+    })()
+    const during = Promise.all(pairs.map(async (pair) => {
+      do {
+        await pair.step()
+      } while (!flushed)
+    }))
+    await Promise.all([flush, during])
+    await steps(10)
+
+    assert.deepEqual(await libraries(flusher), loaded)
+    const loadsAfter = store.stats().scriptLoads - loadsBefore
+    assert.ok(loadsAfter >= scripts, `${loadsAfter} libraries loaded after FUNCTION FLUSH, for ${scripts} scripts`)
+    assert.deepEqual(store.stats().failures, { ERR_STORE_UNAVAILABLE: 0, ERR_STORE_ERROR: 0, ERR_STORE_CLOSED: 0 })
+  } finally {
+    flusher.disconnect()
     store.close()
   }
 })

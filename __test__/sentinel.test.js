@@ -178,11 +178,15 @@ describe('Redis Sentinel', () => {
     assert.ok(Number.isFinite(theirs), 'ioredis wrote again')
     assert.ok(lastFailure <= theirs + RECOVERY_SLACK_MS, `ratekeeper recovered at ${lastFailure} ms, ioredis at ${theirs} ms`)
 
-    // The new primary holds the keys, with a TTL, and the script: Redis 7 does not replicate
-    // scripts, so the store loaded it there by itself (on NOSCRIPT); Redis 6.2 replicated it.
+    // The new primary holds the keys, with a TTL, and the script: on Redis 7 as a Function
+    // library, which replicas get by replication; Redis 6.2 replicated the script itself.
     const promoted = await setup.masterPort()
     assert.ok(promoted && promoted !== victim.port && held.has(promoted), `a replica was promoted (${promoted})`)
-    if (serverSupports.version >= 7) assert.ok(store.stats().scriptLoads > scriptLoads, 'the script was loaded on the new primary')
+    if (serverSupports.version >= 7) {
+      const promotedNode = setup.nodes.find((n) => n.port === promoted)
+      assert.match(await promotedNode.cli('FUNCTION', 'LIST', 'LIBRARYNAME', 'ratekeeper_fixed_window_*'), /ratekeeper_fixed_window_[0-9a-f]{12}/, 'the library is on the new primary')
+      assert.equal(store.stats().scriptLoads, scriptLoads, 'and was not loaded again')
+    }
     for (const key of keys.slice(0, 20)) {
       assert.ok(Number(await setup.nodes.find((n) => n.port === promoted).cli('PTTL', key)) > 0, `${key} has a TTL`)
     }

@@ -364,14 +364,14 @@ describe('SlidingTail on Redis', () => {
     const perMinute = new SlidingTail({ client: redis.server.url, namespace: 'tail-both:', limits: [{ duration: MINUTE, limit: 50 }] })
     const perSecond = new SlidingTail({ client: redis.server.url, namespace: 'tail-both:', limits: [{ duration: SECOND, limit: 5 }] })
     await perSecond.consume('warm-up', { now: T0 })
-    const counted = ['evalsha', 'time', 'hgetall', 'hset', 'pexpire', 'pttl']
+    const counted = ['script', 'time', 'hgetall', 'hset', 'pexpire', 'pttl']
     const commandsOf = (call) => commandsRun(redis.server, counted, call)
     const pttl = async (key) => Number(await redis.server.cli('PTTL', key))
-    assert.deepEqual(await commandsOf(() => perSecond.consume('alone', { now: T0 })), { evalsha: 1, hgetall: 1, hset: 1, pexpire: 1 })
+    assert.deepEqual(await commandsOf(() => perSecond.consume('alone', { now: T0 })), { script: 1, hgetall: 1, hset: 1, pexpire: 1 })
     assert.ok((await pttl('tail-both:alone')) > 2000 && (await pttl('tail-both:alone')) <= 3000, `PTTL ${await pttl('tail-both:alone')}`)
     // The per-minute limiter's hash (TTL 2 min 1 s): the per-second one reads its TTL and leaves it.
     await perMinute.consume('u', { now: T0 })
-    assert.deepEqual(await commandsOf(() => perSecond.consume('u', { now: T0 })), { evalsha: 1, hgetall: 1, hset: 1, pttl: 1 })
+    assert.deepEqual(await commandsOf(() => perSecond.consume('u', { now: T0 })), { script: 1, hgetall: 1, hset: 1, pttl: 1 })
     assert.ok((await pttl('tail-both:u')) > 120_000, `PTTL ${await pttl('tail-both:u')}`)
     assert.equal((await perMinute.peek('u', { now: T0 })).remaining, 49)
   })

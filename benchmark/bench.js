@@ -349,9 +349,10 @@ async function runChild({ name, who, ops, concurrency, ids, port, stepwise }) {
 
 /**
  * The clients the scenarios use, on the redis-server at `port`; the peers' ioredis clients with
- * `enableAutoPipelining` as `autoPipelining` says (default true).
+ * `enableAutoPipelining` as `autoPipelining` says (default true), ratekeeper's store with its
+ * `functions` option as `functions` says (default true: its default).
  */
-async function connectClients(port, { autoPipelining = true } = {}) {
+async function connectClients(port, { autoPipelining = true, functions = true } = {}) {
   const ioredis = new IORedis(port, '127.0.0.1', { enableAutoPipelining: autoPipelining })
   // redis-gcra needs ioredis 4 (its own dependency).
   const IORedis4 = require(require.resolve('ioredis', { paths: [path.dirname(require.resolve('redis-gcra'))] }))
@@ -359,7 +360,7 @@ async function connectClients(port, { autoPipelining = true } = {}) {
   // redback's own client: node-redis 3 (it sends each command at once, so calls in flight share
   // the connection as a pipeline).
   const nodeRedis3 = redis3.createClient(port, '127.0.0.1')
-  const store = await ratekeeper.RedisStore.connect(`redis://127.0.0.1:${port}`)
+  const store = await ratekeeper.RedisStore.connect({ url: `redis://127.0.0.1:${port}`, functions })
   // (An ES module: imported, not required.)
   const { SlidingWindowRateLimiter } = await import('sliding-window-rate-limiter')
   const flush = () => ioredis.flushall()

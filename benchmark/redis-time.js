@@ -7,7 +7,9 @@
 // and EXEC; commands run inside them are counted in these too) over the calls, and how many of
 // each command a call ran. Rounds alternate who goes first; medians. benchmark/RESULTS.md, item 36.
 //
-//   npm run bench:redis-time [-- "token bucket"] [-- --rounds 5 --calls 3000]
+//   npm run bench:redis-time [-- "token bucket"] [-- --rounds 5 --calls 3000] [-- --eval]
+//
+// (--eval: ratekeeper's scripts as EVALSHA, as on Redis 6.2, instead of Redis Functions.)
 
 const { scenarios, connectClients } = require('./bench.js')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
@@ -19,12 +21,14 @@ const option = (name, fallback) => {
 }
 const ROUNDS = option('rounds', 5)
 const CALLS = option('calls', 3000)
-const ONLY = argv.find((arg, i) => !arg.startsWith('--') && !argv[i - 1]?.startsWith('--'))
+const ONLY = argv.find((arg, i) => !arg.startsWith('--') && !['--rounds', '--calls'].includes(argv[i - 1]))
+/** `--eval`: ratekeeper's store with `functions: false` (EVALSHA, as on Redis 6.2). */
+const FUNCTIONS = !argv.includes('--eval')
 const UNTIMED = 300
 /** The commands a client sends around a call's own (a script's or a transaction's run its nested ones). */
 const TOP_LEVEL = new Set(['evalsha', 'eval', 'multi', 'exec', 'fcall'])
 /** The benchmark's own commands, not the calls'. */
-const OWN = new Set(['info', 'config', 'flushall', 'select', 'client', 'hello', 'ping', 'script'])
+const OWN = new Set(['info', 'config', 'flushall', 'select', 'client', 'hello', 'ping', 'script', 'function'])
 
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b)
@@ -48,7 +52,7 @@ async function commandStats(client) {
 
 async function main() {
   const server = await startRedis()
-  const clients = await connectClients(server.port, { autoPipelining: false })
+  const clients = await connectClients(server.port, { autoPipelining: false, functions: FUNCTIONS })
   console.log('| scenario | ids | ratekeeper µs per call | peer µs per call | ratekeeper commands per call | peer commands per call |')
   console.log('|---|---:|---:|---:|---|---|')
   for (const scenario of scenarios(clients).filter((s) => s.redis && (!ONLY || s.name.includes(ONLY)))) {

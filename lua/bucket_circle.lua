@@ -19,6 +19,8 @@
 -- buckets current - lookback .. current (after the add, for "addcount"); { now } for "add"; or
 -- the error message (a string) of a call that failed alone.
 
+-- ARGV[1] to ARGV[4] configure the script (see src/store/script.rs).
+local configuration_args = 4
 local interval = tonumber(ARGV[1])
 local buckets = tonumber(ARGV[2])
 
@@ -76,7 +78,10 @@ end
 -- (lua/lone.lua goes here)
 
 -- A batch of one call (see lua/lone.lua), its hash read as read_circle() below reads it.
-if ARGV[5] == '+' then
+local function lone_consume()
+  if not (ARGV[5] == '+') then
+    return nil
+  end
   local key = KEYS[1]
   local now = lone_now(ARGV[7])
   local flat = redis.pcall('HGETALL', key)
@@ -100,6 +105,12 @@ if ARGV[5] == '+' then
       return { answer }
     end
   end
+end
+
+-- (a Function's configured part ends here)
+local lone_answer = lone_consume()
+if lone_answer then
+  return lone_answer
 end
 
 -- (lua/prelude.lua goes here)
@@ -133,7 +144,7 @@ local function judge(key, mode, now, lookback)
 end
 
 local answers = {}
-for i, arg in each_call(5, 3) do
+for i, arg in each_call(configuration_args + 1, 3) do
   local ok, answer = pcall(judge, KEYS[i], ARGV[arg], now_of(ARGV[arg + 1]), tonumber(ARGV[arg + 2]))
   answer = answer_of(ok, answer)
   answers[i] = answer

@@ -30,6 +30,9 @@
 -- union refused by another), started, 1 when refused } per key, one after the other;
 -- or the error message (a string) of a call that failed alone.
 
+-- No argument configures the script (see src/store/script.rs).
+local configuration_args = 0
+
 -- Sets the count at `key` to `points` for `duration` ms (0: for good). Returns the count and the
 -- ms left (-1: never expires).
 local function start(key, points, duration)
@@ -68,11 +71,20 @@ end
 -- A failure (WRONGTYPE, a count that is no integer, a write refused at maxmemory) comes before
 -- anything is written, and goes on to the batch path, which answers it (as the lone paths of
 -- lua/lone.lua do).
-if ARGV[1] == '+' and ARGV[2] == 'add' then
+local function lone_consume()
+  if not (ARGV[1] == '+' and ARGV[2] == 'add') then
+    return nil
+  end
   local ok, answer = pcall(add, KEYS[1], ARGV[3], ARGV[4])
   if ok then
     return { answer }
   end
+end
+
+-- (a Function's configured part ends here)
+local lone_answer = lone_consume()
+if lone_answer then
+  return lone_answer
 end
 
 -- (lua/prelude.lua goes here)
@@ -196,7 +208,7 @@ local function call(key, mode, points, duration)
 end
 
 local answers, next_key = {}, 1
-for i, arg in each_call(1, 3) do
+for i, arg in each_call(configuration_args + 1, 3) do
   local mode = ARGV[arg]
   if mode == 'union' then
     local limits, durations = spec_of(ARGV[arg + 2])

@@ -45,6 +45,8 @@
 -- when it writes.
 
 local limit_count = tonumber(ARGV[1])
+-- ARGV[1] to ARGV[2L+3] configure the script (see src/store/script.rs).
+local configuration_args = 2 * limit_count + 3
 local mode = ARGV[2 * limit_count + 2]
 local ttl = ARGV[2 * limit_count + 3]
 
@@ -155,15 +157,26 @@ end
 -- A batch of one such call (what an app sends under light load, a request at a time) is answered
 -- here when counting first can, before the prelude and the set-up below (see lua/lone.lua), and
 -- otherwise not tried again there.
+-- (Answers false when counting first could not answer.)
 local counts_first = limit_count == 1 and mode == 'consume'
-if counts_first and ARGV[6] == '+' and ARGV[7] == '1' then
+local function lone_consume()
+  if not (counts_first and ARGV[6] == '+' and ARGV[7] == '1') then
+    return nil
+  end
   local now, server_now = lone_now(ARGV[8])
   local count = count_first(KEYS[1], now, tonumber(ARGV[9]))
   if count then
     return { count, server_now }
   end
-  counts_first = false
+  return false
 end
+
+-- (a Function's configured part ends here)
+local lone_answer = lone_consume()
+if lone_answer then
+  return lone_answer
+end
+counts_first = counts_first and lone_answer ~= false
 
 -- (lua/prelude.lua goes here)
 
@@ -368,4 +381,4 @@ if counts_first then
   end
 end
 
-return each_counting_call(2 * limit_count + 4, read_first, try_first)
+return each_counting_call(configuration_args + 1, read_first, try_first)

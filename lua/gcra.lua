@@ -31,6 +31,8 @@
 -- up to 1e15), but then it is at least 2^53 in doubles too, larger than any TAT: the key is
 -- deleted, as the exact arithmetic says.
 
+-- ARGV[1] to ARGV[5] configure the script (see src/store/script.rs).
+local configuration_args = 5
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local tau = tonumber(ARGV[3])
@@ -46,7 +48,10 @@ end
 -- (lua/lone.lua goes here)
 
 -- A lone consume (see lua/lone.lua): the steps of judge() below, for one identifier.
-if mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
+local function lone_consume()
+  if not (mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1') then
+    return nil
+  end
   local key, weight = KEYS[1], tonumber(ARGV[9])
   local now, server_now = lone_now(ARGV[8])
   local stored = redis.pcall('GET', key)
@@ -63,6 +68,12 @@ if mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
       return { tat, server_now }
     end
   end
+end
+
+-- (a Function's configured part ends here)
+local lone_answer = lone_consume()
+if lone_answer then
+  return lone_answer
 end
 
 -- (lua/prelude.lua goes here)
@@ -106,4 +117,4 @@ local function judge(first_key, id_count, now, weight)
   return { unpack(answered, 1, id_count) }
 end
 
-return each_counting_call(6, judge)
+return each_counting_call(configuration_args + 1, judge)

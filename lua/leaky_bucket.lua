@@ -32,6 +32,8 @@
 -- level 0 and ts = now for an empty one; or the error message (a string) of a call that failed
 -- alone. src/leaky_bucket.rs judges from them as this script decided.
 
+-- ARGV[1] to ARGV[5] configure the script (see src/store/script.rs).
+local configuration_args = 5
 local capacity = tonumber(ARGV[1])
 local leak_amount = tonumber(ARGV[2])
 local interval = tonumber(ARGV[3])
@@ -64,7 +66,10 @@ end
 -- (lua/lone.lua goes here)
 
 -- A lone consume (see lua/lone.lua): the steps of judge() below, for one bucket.
-if mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
+local function lone_consume()
+  if not (mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1') then
+    return nil
+  end
   local key = KEYS[1]
   local now, server_now = lone_now(ARGV[8])
   local healthy, level, ts = lone_pair(key, 'level', 'ts')
@@ -76,6 +81,12 @@ if mode == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
       return { { level, ts }, server_now }
     end
   end
+end
+
+-- (a Function's configured part ends here)
+local lone_answer = lone_consume()
+if lone_answer then
+  return lone_answer
 end
 
 -- (lua/prelude.lua goes here)
@@ -117,4 +128,4 @@ local function judge(first_key, id_count, now, weight)
   return answer
 end
 
-return each_counting_call(6, judge)
+return each_counting_call(configuration_args + 1, judge)

@@ -43,6 +43,8 @@
 -- - "entries": { score, member, score, member, ... } of the actions in the window.
 -- Then, when a call had no now of its own, the server's now, once for the batch.
 
+-- ARGV[1] to ARGV[5] configure the script (see src/store/script.rs).
+local configuration_args = 5
 local interval = tonumber(ARGV[1])
 local max_in_interval = tonumber(ARGV[2])
 local min_difference = tonumber(ARGV[3])
@@ -274,9 +276,12 @@ end
 -- (lua/lone.lua goes here)
 
 -- A batch of one limit or consume (see lua/lone.lua) is answered here when limit_first or
--- log_first can, before the prelude and the rest are set up (and otherwise not tried again there).
-local tried_first = false
-if ARGV[6] == '+' and (mode == 'limit' or mode == 'consume') then
+-- log_first can, before the prelude and the rest are set up (and otherwise not tried again there:
+-- lone_consume() then answers false).
+local function lone_consume()
+  if not (ARGV[6] == '+' and (mode == 'limit' or mode == 'consume')) then
+    return nil
+  end
   local now, server_now = lone_now(ARGV[7])
   local answer
   if mode == 'limit' then
@@ -287,8 +292,15 @@ if ARGV[6] == '+' and (mode == 'limit' or mode == 'consume') then
   if answer ~= nil then
     return { answer, server_now }
   end
-  tried_first = true
+  return false
 end
+
+-- (a Function's configured part ends here)
+local lone_answer = lone_consume()
+if lone_answer then
+  return lone_answer
+end
+local tried_first = lone_answer == false
 
 -- (lua/prelude.lua goes here)
 
@@ -371,7 +383,7 @@ end
 local logging = mode == 'consume' or mode == 'check' or mode == 'reward'
 local stride = logging and 4 or 2
 local answers = {}
-for i, arg in each_call(6, stride) do
+for i, arg in each_call(configuration_args + 1, stride) do
   local key = KEYS[i]
   local now = now_of(ARGV[arg])
   local ok, answer

@@ -32,6 +32,9 @@
 -- before this call (after it for "reward"); or the error message (a string) of a call that failed
 -- alone. src/sliding_tail.rs judges from them as this script decided.
 
+-- ARGV[1] to ARGV[2L+3] configure the script (see src/store/script.rs).
+local configuration_args = 2 * tonumber(ARGV[1]) + 3
+
 local EXACT = 9007199254740992 -- 2^53
 
 -- a * b for whole a, b below 2^53, exactly, into `limbs`: five limbs of 24 bits, least
@@ -104,7 +107,10 @@ end
 
 -- A lone consume under one limit (see lua/lone.lua): the steps of judge() below, for one
 -- identifier.
-if ARGV[1] == '1' and ARGV[4] == 'consume' and ARGV[6] == '+' and ARGV[7] == '1' then
+local function lone_consume()
+  if not (ARGV[1] == '1' and ARGV[4] == 'consume' and ARGV[6] == '+' and ARGV[7] == '1') then
+    return nil
+  end
   local key, name = KEYS[1], ARGV[2]
   local previous_name, window_name = name .. ':p', name .. ':w'
   local duration, limit, weight = tonumber(name), tonumber(ARGV[3]), tonumber(ARGV[9])
@@ -160,6 +166,12 @@ if ARGV[1] == '1' and ARGV[4] == 'consume' and ARGV[6] == '+' and ARGV[7] == '1'
       return { { window, current, previous }, server_now }
     end
   end
+end
+
+-- (a Function's configured part ends here)
+local lone_answer = lone_consume()
+if lone_answer then
+  return lone_answer
 end
 
 -- (lua/prelude.lua goes here)
@@ -285,4 +297,4 @@ local function judge(first_key, id_count, now, weight)
   return answer
 end
 
-return each_counting_call(2 * limit_count + 4, judge)
+return each_counting_call(configuration_args + 1, judge)

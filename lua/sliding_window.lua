@@ -30,11 +30,17 @@
 -- first, before this call (after it for "reward"); or the error message (a string) of a call that
 -- failed alone. src/sliding_window.rs judges from them as this script decided.
 
+-- ARGV[1] to ARGV[4L+3] configure the script (see src/store/script.rs).
+local configuration_args = 4 * tonumber(ARGV[1]) + 3
+
 -- (lua/lone.lua goes here)
 
 -- A lone consume under one limit (see lua/lone.lua): the steps of read_hash() and judge() below,
 -- for one identifier.
-if ARGV[1] == '1' and ARGV[6] == 'consume' and ARGV[8] == '+' and ARGV[9] == '1' then
+local function lone_consume()
+  if not (ARGV[1] == '1' and ARGV[6] == 'consume' and ARGV[8] == '+' and ARGV[9] == '1') then
+    return nil
+  end
   local key, prefix = KEYS[1], ARGV[2] .. ':' .. ARGV[3] .. ':'
   local bucket_count, limit, weight = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[11])
   local now, server_now = lone_now(ARGV[10])
@@ -101,6 +107,12 @@ if ARGV[1] == '1' and ARGV[6] == 'consume' and ARGV[8] == '+' and ARGV[9] == '1'
       return { answer, server_now }
     end
   end
+end
+
+-- (a Function's configured part ends here)
+local lone_answer = lone_consume()
+if lone_answer then
+  return lone_answer
 end
 
 -- (lua/prelude.lua goes here)
@@ -266,4 +278,4 @@ local function judge(first_key, id_count, now, weight)
   return answer
 end
 
-return each_counting_call(4 * limit_count + 4, judge)
+return each_counting_call(configuration_args + 1, judge)

@@ -56,6 +56,8 @@
 -- a / b = 2^e, which is exact. So a / b, which is at least 1 / b below q + 1, rounds below it, and
 -- math.floor gives q. Then ceil(a / b) = q + (q * b < a and 1 or 0), with q * b <= a exact.
 
+-- ARGV[1] to ARGV[8] configure the script (see src/store/script.rs).
+local configuration_args = 8
 local capacity = tonumber(ARGV[1])
 local unit = tonumber(ARGV[2])
 local rate = tonumber(ARGV[3])
@@ -109,7 +111,10 @@ end
 -- (lua/lone.lua goes here)
 
 -- A lone consume (see lua/lone.lua): the steps of judge() below, for one bucket.
-if mode == 'consume' and ARGV[9] == '+' and ARGV[10] == '1' then
+local function lone_consume()
+  if mode ~= 'consume' or ARGV[9] ~= '+' or ARGV[10] ~= '1' then
+    return nil
+  end
   local key = KEYS[1]
   local now, server_now = lone_now(ARGV[11])
   local healthy, level, last = lone_pair(key, 'tokens', 'ts')
@@ -129,6 +134,12 @@ if mode == 'consume' and ARGV[9] == '+' and ARGV[10] == '1' then
       return { { held, since - now }, server_now }
     end
   end
+end
+
+-- (a Function's configured part ends here)
+local lone_answer = lone_consume()
+if lone_answer then
+  return lone_answer
 end
 
 -- (lua/prelude.lua goes here)
@@ -203,4 +214,4 @@ local function judge(first_key, id_count, now, weight)
   return answer
 end
 
-return each_counting_call(9, judge)
+return each_counting_call(configuration_args + 1, judge)

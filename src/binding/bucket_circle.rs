@@ -8,7 +8,9 @@ use std::sync::LazyLock;
 use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
 use napi::Env;
 use napi_derive::napi;
-use redis::{FromRedisValue, Script};
+use redis::FromRedisValue;
+
+use crate::store::script::LuaScript;
 
 use super::backend::{local_now, memory_id, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values};
@@ -23,7 +25,7 @@ use crate::store::batch::ScriptBatcher;
 use crate::store::memory::MemoryStore;
 use crate::time::{millis_to_micros, now_argument, Micros};
 
-static SCRIPT: LazyLock<Script> = lua_script!("bucket_circle");
+static SCRIPT: LazyLock<LuaScript> = lua_script!("bucket_circle");
 
 /// Options of redback's `RateLimit`, in seconds as redback takes them.
 #[napi(object)]

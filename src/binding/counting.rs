@@ -7,7 +7,9 @@ use std::cell::RefCell;
 
 use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
 use napi::Env;
-use redis::{FromRedisValue, Script};
+use redis::FromRedisValue;
+
+use crate::store::script::LuaScript;
 use smallvec::SmallVec;
 
 use super::backend::{local_now, memory_id, now_text, Backend, RedisTarget};
@@ -115,7 +117,7 @@ pub trait Counting: Clone + Send + Sync + 'static {
     /// [`judge`](Self::judge) takes: for `reward`, the counts after the refund), or an error
     /// string. `reward` gives `weight` back to each identifier that has state, never below
     /// empty, and creates none.
-    fn script() -> &'static Script;
+    fn script() -> &'static LuaScript;
     /// The default Redis key prefix.
     fn default_namespace() -> &'static str;
     /// Reads the algorithm's own options (its `limits`).

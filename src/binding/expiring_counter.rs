@@ -8,7 +8,9 @@ use std::sync::LazyLock;
 use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
 use napi::Env;
 use napi_derive::napi;
-use redis::{FromRedisValue, Script};
+use redis::FromRedisValue;
+
+use crate::store::script::LuaScript;
 
 use super::backend::{local_now, Backend, RedisTarget};
 use super::dispatch::{self, Ticket, Values};
@@ -23,7 +25,7 @@ use crate::store::batch::ScriptBatcher;
 use crate::store::slot::check_one_slot;
 use crate::time::{millis_to_micros, now_argument, Micros, MAX_DURATION_MS};
 
-static SCRIPT: LazyLock<Script> = lua_script!("expiring_counter");
+static SCRIPT: LazyLock<LuaScript> = lua_script!("expiring_counter");
 
 /// The most keys one union call takes.
 const MAX_UNION_KEYS: usize = 64;

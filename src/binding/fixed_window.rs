@@ -5,8 +5,8 @@
 
 use std::sync::LazyLock;
 
+use crate::store::script::LuaScript;
 use napi_derive::napi;
-use redis::Script;
 use smallvec::SmallVec;
 
 use super::counting::Counting;
@@ -16,7 +16,7 @@ use crate::fixed_window::{Counters, FixedWindow};
 use crate::time::Micros;
 use crate::verdict::Verdict;
 
-static SCRIPT: LazyLock<Script> = lua_script!("fixed_window");
+static SCRIPT: LazyLock<LuaScript> = lua_script!("fixed_window");
 
 /// One limit of a fixed window: at most `limit` weight per `duration`.
 #[napi(object)]
@@ -51,7 +51,7 @@ counting_class!(
 impl Counting for FixedWindow {
     type State = Counters;
 
-    fn script() -> &'static Script {
+    fn script() -> &'static LuaScript {
         &SCRIPT
     }
 

@@ -5,8 +5,8 @@
 
 use std::sync::LazyLock;
 
+use crate::store::script::LuaScript;
 use napi_derive::napi;
-use redis::Script;
 
 use super::counting::Counting;
 use super::options::OptionsReader;
@@ -15,7 +15,7 @@ use crate::gcra::{Arrival, Gcra};
 use crate::time::Micros;
 use crate::verdict::Verdict;
 
-static SCRIPT: LazyLock<Script> = lua_script!("gcra");
+static SCRIPT: LazyLock<LuaScript> = lua_script!("gcra");
 
 /// Options of a GCRA limiter.
 ///
@@ -44,7 +44,7 @@ counting_class!(
 impl Counting for Gcra {
     type State = Arrival;
 
-    fn script() -> &'static Script {
+    fn script() -> &'static LuaScript {
         &SCRIPT
     }
 

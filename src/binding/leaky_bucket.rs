@@ -5,8 +5,8 @@
 
 use std::sync::LazyLock;
 
+use crate::store::script::LuaScript;
 use napi_derive::napi;
-use redis::Script;
 
 use super::counting::Counting;
 use super::options::OptionsReader;
@@ -15,7 +15,7 @@ use crate::leaky_bucket::{Bucket, LeakyBucket};
 use crate::time::Micros;
 use crate::verdict::Verdict;
 
-static SCRIPT: LazyLock<Script> = lua_script!("leaky_bucket");
+static SCRIPT: LazyLock<LuaScript> = lua_script!("leaky_bucket");
 
 /// Options of a leaky bucket.
 ///
@@ -45,7 +45,7 @@ counting_class!(
 impl Counting for LeakyBucket {
     type State = Bucket;
 
-    fn script() -> &'static Script {
+    fn script() -> &'static LuaScript {
         &SCRIPT
     }
 

@@ -10,15 +10,15 @@
 /// begin with a lone call's path that needs none of the helpers: the prelude then goes where the
 /// script has the line [`PRELUDE_HERE`], so that a call answered above it never pays for the
 /// prelude's definitions (each function a script defines costs Redis CPU at every call), and
-/// `lua/lone.lua` (the lone paths' few helpers) where it has the line [`LONE_HERE`].
+/// `lua/lone.lua` (the lone paths' few helpers) where it has the line [`LONE_HERE`]. It runs as a
+/// Redis Function where it can (see [`crate::store::script`]).
 macro_rules! lua_script {
     ($name:literal) => {
         std::sync::LazyLock::new(|| {
-            redis::Script::new(&$crate::binding::with_prelude(include_str!(concat!(
-                "../../lua/",
+            $crate::store::script::LuaScript::new(
                 $name,
-                ".lua"
-            ))))
+                &$crate::binding::with_prelude(include_str!(concat!("../../lua/", $name, ".lua"))),
+            )
         })
     };
 }

@@ -8,7 +8,9 @@ use std::sync::{Arc, LazyLock};
 use napi::bindgen_prelude::{Float64ArraySlice, PromiseRaw, Unknown};
 use napi::Env;
 use napi_derive::napi;
-use redis::{FromRedisValue, Script};
+use redis::FromRedisValue;
+
+use crate::store::script::LuaScript;
 
 use super::backend::{local_now, memory_id, now_text, Backend, RedisTarget};
 use super::counting::verdict_values;
@@ -27,7 +29,7 @@ use crate::store::memory::MemoryStore;
 use crate::store::redis::unique_member;
 use crate::time::{millis_to_micros, Micros};
 
-static SCRIPT: LazyLock<Script> = lua_script!("rolling_window");
+static SCRIPT: LazyLock<LuaScript> = lua_script!("rolling_window");
 
 /// Options of a rolling window (those of rolling-rate-limiter 0.4, plus ours).
 ///

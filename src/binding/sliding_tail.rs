@@ -5,8 +5,8 @@
 
 use std::sync::LazyLock;
 
+use crate::store::script::LuaScript;
 use napi_derive::napi;
-use redis::Script;
 
 use super::counting::Counting;
 use super::options::OptionsReader;
@@ -16,7 +16,7 @@ use crate::sliding_tail::{tails_of, SlidingTail, Tails};
 use crate::time::Micros;
 use crate::verdict::Verdict;
 
-static SCRIPT: LazyLock<Script> = lua_script!("sliding_tail");
+static SCRIPT: LazyLock<LuaScript> = lua_script!("sliding_tail");
 
 /// One limit of a sliding tail: at most `limit` weight per `duration`, the previous window
 /// counting pro rata.
@@ -50,7 +50,7 @@ counting_class!(
 impl Counting for SlidingTail {
     type State = Tails;
 
-    fn script() -> &'static Script {
+    fn script() -> &'static LuaScript {
         &SCRIPT
     }
 

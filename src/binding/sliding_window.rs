@@ -6,8 +6,8 @@
 
 use std::sync::LazyLock;
 
+use crate::store::script::LuaScript;
 use napi_derive::napi;
-use redis::Script;
 
 use super::counting::Counting;
 use super::options::OptionsReader;
@@ -16,7 +16,7 @@ use crate::sliding_window::{split_live, Buckets, SlidingWindow};
 use crate::time::Micros;
 use crate::verdict::Verdict;
 
-static SCRIPT: LazyLock<Script> = lua_script!("sliding_window");
+static SCRIPT: LazyLock<LuaScript> = lua_script!("sliding_window");
 
 /// One limit of a sliding window: at most `limit` weight in any `duration`.
 #[napi(object)]
@@ -51,7 +51,7 @@ counting_class!(
 impl Counting for SlidingWindow {
     type State = Buckets;
 
-    fn script() -> &'static Script {
+    fn script() -> &'static LuaScript {
         &SCRIPT
     }
 

@@ -5,8 +5,8 @@
 
 use std::sync::LazyLock;
 
+use crate::store::script::LuaScript;
 use napi_derive::napi;
-use redis::Script;
 
 use super::counting::Counting;
 use super::options::OptionsReader;
@@ -15,7 +15,7 @@ use crate::time::Micros;
 use crate::token_bucket::{Bucket, TokenBucket, COUNTS};
 use crate::verdict::Verdict;
 
-static SCRIPT: LazyLock<Script> = lua_script!("token_bucket");
+static SCRIPT: LazyLock<LuaScript> = lua_script!("token_bucket");
 
 /// Options of a token bucket limiter.
 ///
@@ -55,7 +55,7 @@ counting_class!(
 impl Counting for TokenBucket {
     type State = Bucket;
 
-    fn script() -> &'static Script {
+    fn script() -> &'static LuaScript {
         &SCRIPT
     }
 

@@ -1,16 +1,17 @@
 //! Batching the calls of a script: concurrent calls of one limiter leave together in one
-//! EVALSHA, with a key (or a few) per call.
+//! `FCALL` or `EVALSHA` (see [`super::script`]), with a key (or a few) per call.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use redis::{Script, Value};
+use redis::Value;
 use tokio::sync::mpsc;
 
 use super::direct::Offer;
 use super::redis::RedisStore;
+use super::script::LuaScript;
 use crate::error::{ErrorCode, Failure, Outcome};
 
 /// The most calls one EVALSHA carries.
@@ -56,7 +57,7 @@ pub struct Answer {
 #[derive(Clone)]
 pub struct ScriptBatcher {
     store: Arc<RedisStore>,
-    script: &'static Script,
+    script: &'static LuaScript,
     shared: Arc<Vec<String>>,
     runtime: tokio::runtime::Handle,
     queue: Option<Arc<CallQueue>>,
@@ -166,7 +167,7 @@ impl ScriptBatcher {
     pub fn new(
         runtime: &tokio::runtime::Handle,
         store: Arc<RedisStore>,
-        script: &'static Script,
+        script: &'static LuaScript,
         shared: Vec<String>,
     ) -> Self {
         let shared = Arc::new(shared);
@@ -218,7 +219,7 @@ impl ScriptBatcher {
         &self.store
     }
 
-    pub(super) fn script(&self) -> &'static Script {
+    pub(super) fn script(&self) -> &'static LuaScript {
         self.script
     }
 
@@ -265,7 +266,7 @@ impl ScriptBatcher {
 
 async fn send_batches(
     store: Arc<RedisStore>,
-    script: &'static Script,
+    script: &'static LuaScript,
     shared: Arc<Vec<String>>,
     mut receiver: mpsc::UnboundedReceiver<(Instant, Vec<Call>)>,
 ) {
@@ -301,7 +302,7 @@ async fn send_batches(
 /// answers.
 async fn send_batch(
     store: &RedisStore,
-    script: &Script,
+    script: &LuaScript,
     shared: &[String],
     batch: Vec<(Instant, Call)>,
 ) {

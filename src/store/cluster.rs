@@ -21,13 +21,12 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{
-    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, Script,
+    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError,
     ServerErrorKind, Value,
 };
 
-use super::link::{
-    connection_config, info_at, is_connection_failure, query_script, NodeLink, RedisCounters,
-};
+use super::link::{connection_config, info_at, is_connection_failure, NodeLink, RedisCounters};
+use super::script::{query_script, LuaScript};
 use super::slot::key_slot;
 
 const SLOTS: usize = 16384;
@@ -101,13 +100,13 @@ impl Cluster {
         self.shared.refresh().await
     }
 
-    /// Runs `cmd` (a command on `key`, or a script's EVALSHA with `script` set to load it on
-    /// `NOSCRIPT`) on the primary that owns `key`'s slot, following redirections.
+    /// Runs `cmd` (a command on `key`, or a [`LuaScript::command`] of `script`, see
+    /// [`query_script`]) on the primary that owns `key`'s slot, following redirections.
     pub async fn query(
         &self,
         key: &str,
         cmd: &Cmd,
-        script: Option<&Script>,
+        script: Option<&LuaScript>,
     ) -> Result<Value, NodeError> {
         let shared = &self.shared;
         let slot = key_slot(key.as_bytes());
@@ -126,7 +125,7 @@ impl Cluster {
         for _ in 0..MAX_REDIRECTS {
             let result = match shared.connection(&node).await {
                 Ok(mut connection) => {
-                    send(&mut connection, cmd, script, asking, &shared.counters).await
+                    query_script(&mut connection, cmd, script, asking, &shared.counters).await
                 }
                 Err(error) => Err(error),
             };
@@ -326,35 +325,6 @@ impl Shared {
         if let Ok(link) = self.link(node) {
             link.failed(error, &self.counters);
         }
-    }
-}
-
-/// Sends `cmd` (after `ASKING` when `asking`), loading `script` on `NOSCRIPT`.
-async fn send(
-    connection: &mut MultiplexedConnection,
-    cmd: &Cmd,
-    script: Option<&Script>,
-    asking: bool,
-    counters: &RedisCounters,
-) -> Result<Value, RedisError> {
-    if !asking {
-        return query_script(connection, cmd, script, counters).await;
-    }
-    let asked = || async {
-        let mut pipe = redis::pipe();
-        pipe.cmd("ASKING").ignore().add_command(cmd.clone());
-        let (value,): (Value,) = pipe.query_async(&mut connection.clone()).await?;
-        Ok::<_, RedisError>(value)
-    };
-    match asked().await {
-        Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            if let Some(script) = script {
-                counters.count(&counters.script_loads);
-                script.load_async(&mut connection.clone()).await?;
-            }
-            asked().await
-        }
-        result => result,
     }
 }
 

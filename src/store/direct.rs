@@ -178,6 +178,7 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
         }
         let command = super::redis::batch_command(
             batcher.script(),
+            store.counters(),
             batcher.shared(),
             std::slice::from_ref(&call.work),
         );

@@ -5,15 +5,12 @@
 //! fail at once with the same error instead of each waiting for a connection attempt, so an
 //! outage costs no more than one attempt per [`DOWN_FOR`].
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redis::{
-    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, Script,
-    Value,
-};
+use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisError};
 
 /// How long a node whose connection failed is answered for without dialling it again.
 pub const DOWN_FOR: Duration = Duration::from_millis(100);
@@ -166,27 +163,6 @@ pub fn is_connection_failure(error: &RedisError) -> bool {
         && (error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal())
 }
 
-/// Runs `cmd`; when it is a script's EVALSHA (`script` given) and Redis answers `NOSCRIPT`
-/// (after a restart or a failover), loads the script and runs it again.
-pub async fn query_script(
-    connection: &mut MultiplexedConnection,
-    cmd: &Cmd,
-    script: Option<&Script>,
-    counters: &RedisCounters,
-) -> Result<Value, RedisError> {
-    match cmd.query_async(connection).await {
-        Err(error) if error.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            let Some(script) = script else {
-                return Err(error);
-            };
-            counters.count(&counters.script_loads);
-            script.load_async(connection).await?;
-            cmd.query_async(connection).await
-        }
-        result => result,
-    }
-}
-
 /// How a node's connections open: within `connect_timeout`, each command answered within
 /// `command_timeout`.
 pub fn connection_config(
@@ -256,8 +232,12 @@ pub struct RedisCounters {
     pub connections: AtomicU64,
     /// Connections opened again after a failure.
     pub reconnects: AtomicU64,
-    /// Scripts loaded after Redis answered `NOSCRIPT`.
+    /// Scripts (or their Function libraries) loaded after Redis answered that it had none
+    /// (`NOSCRIPT`, "Function not found").
     pub script_loads: AtomicU64,
+    /// Scripts go as `EVALSHA`, not `FCALL` (see [`super::script`]): the store's `functions`
+    /// option is `false`, or Redis refused Functions (Redis 6.2, an ACL).
+    pub eval_only: AtomicBool,
     /// Script calls sent (a batch is one).
     pub batches: AtomicU64,
     /// Calls carried by those script calls.

@@ -12,14 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::{
-    Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, Script, ServerErrorKind, Value,
-};
+use redis::{Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::batch::Answer;
 use super::cluster::{Cluster, Node};
 use super::link::{NodeLink, RedisCounters};
 use super::redis_config::RedisConfig;
+use super::script::{query_script, LuaScript};
 use super::sentinel::Sentinel;
 use crate::error::{ErrorCode, Failure, Outcome};
 
@@ -46,18 +45,17 @@ pub fn unique_member() -> String {
     )
 }
 
-/// The EVALSHA of a batch of `calls` of `script` (see [`super::batch::ScriptBatcher`]).
+/// The `FCALL` or `EVALSHA` (see [`LuaScript::command`]) of a batch of `calls` of `script` (see
+/// [`super::batch::ScriptBatcher`]).
 pub(super) fn batch_command(
-    script: &Script,
+    script: &LuaScript,
+    counters: &RedisCounters,
     shared: &[String],
     calls: &[(Vec<String>, Vec<String>)],
 ) -> Cmd {
     let keys: Vec<&String> = calls.iter().flat_map(|(keys, _)| keys).collect();
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash())
-        .arg(keys.len())
-        .arg(&keys)
-        .arg(shared);
+    let mut cmd = script.command(counters);
+    cmd.arg(keys.len()).arg(&keys).arg(shared);
     let (shape, args) = super::batch::call_arguments(calls);
     cmd.arg(shape).arg(args);
     cmd
@@ -106,6 +104,9 @@ enum Target {
 impl RedisStore {
     pub fn new(config: RedisConfig) -> Self {
         let counters = Arc::new(RedisCounters::default());
+        counters
+            .eval_only
+            .store(!config.functions, Ordering::Relaxed);
         let target = if config.cluster {
             Target::Cluster(Cluster::new(
                 &config.nodes,
@@ -185,8 +186,9 @@ impl RedisStore {
     }
 
     /// Runs `cmd` on the node that holds `key` (on a single node: the node); `script` is the
-    /// script of an EVALSHA, loaded on NOSCRIPT. No timeout of its own: callers bound it.
-    async fn query(&self, key: &str, cmd: &Cmd, script: Option<&Script>) -> Outcome<Value> {
+    /// script whose [`LuaScript::command`] it is (see [`query_script`]). No timeout of its own:
+    /// callers bound it.
+    async fn query(&self, key: &str, cmd: &Cmd, script: Option<&LuaScript>) -> Outcome<Value> {
         self.check_open()?;
         match &self.target {
             Target::Single(link) => {
@@ -194,7 +196,7 @@ impl RedisStore {
                     .connection(&self.counters)
                     .await
                     .map_err(|e| self.failure(None, e))?;
-                super::link::query_script(&mut connection, cmd, script, &self.counters)
+                query_script(&mut connection, cmd, script, false, &self.counters)
                     .await
                     .map_err(|e| {
                         link.failed(&e, &self.counters);
@@ -216,11 +218,11 @@ impl RedisStore {
     /// call, in order. No timeout of its own: callers bound it.
     pub(super) async fn eval_batch(
         &self,
-        script: &Script,
+        script: &LuaScript,
         shared: &[String],
         calls: &[(Vec<String>, Vec<String>)],
     ) -> Outcome<Vec<Outcome<Answer>>> {
-        let cmd = batch_command(script, shared, calls);
+        let cmd = batch_command(script, &self.counters, shared, calls);
         let first_key = calls
             .first()
             .and_then(|(keys, _)| keys.first())
@@ -440,7 +442,14 @@ impl RedisStore {
                     )
             );
         let cause_code = format!("{:?}", error.kind());
-        let cause_message = error.to_string();
+        let mut cause_message = error.to_string();
+        // A replica refused the command itself (an FCALL, whose Function may write): named as a
+        // write refused inside a script is (see `batch_answers`).
+        if error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly) {
+            if let Some(detail) = cause_message.strip_prefix("ReadOnly: ") {
+                cause_message = format!("a replica: READONLY {detail}");
+            }
+        }
         // No password, a wrong one, or a user that is off: Redis says so in several ways (a
         // request from an unauthenticated client may also be cut short as a protocol error).
         let refused = error.kind() == ErrorKind::AuthenticationFailed

@@ -40,6 +40,8 @@ pub struct RedisSettings {
     pub sentinel_password: Option<String>,
     pub connect_timeout_ms: Option<f64>,
     pub command_timeout_ms: Option<f64>,
+    /// `false`: scripts always go as `EVALSHA`, never as Functions.
+    pub functions: Option<bool>,
 }
 
 /// TLS settings, with Node's `tls.connect` names.
@@ -67,6 +69,8 @@ pub struct RedisConfig {
     pub(super) sentinel: Option<SentinelConfig>,
     pub(super) connect_timeout: Duration,
     pub(super) command_timeout: Duration,
+    /// Scripts may run as Redis Functions (see [`super::script`]).
+    pub(super) functions: bool,
     /// `host:port` of the first node, for error messages (never a password).
     pub(super) endpoint: String,
     /// With `tls.servername`: the name the connection info carries as its host (so that TLS
@@ -152,6 +156,7 @@ impl RedisConfig {
             sentinel,
             connect_timeout,
             command_timeout,
+            functions: settings.functions.unwrap_or(true),
             endpoint,
             server_name,
         })

@@ -26,17 +26,17 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use redis::{
-    AsyncConnectionConfig, Cmd, ConnectionInfo, ErrorKind, RedisError, Script, ServerErrorKind,
-    Value,
+    AsyncConnectionConfig, Cmd, ConnectionInfo, ErrorKind, RedisError, ServerErrorKind, Value,
 };
 
 use super::batch::call_error_text;
 use super::cluster::{split_node, Node, NodeError};
 use super::link::{
-    address_of, connection_config, info_at, is_connection_failure, query_script, NodeLink,
-    RedisCounters, StoreEvent,
+    address_of, connection_config, info_at, is_connection_failure, NodeLink, RedisCounters,
+    StoreEvent,
 };
 use super::redis_config::SentinelConfig;
+use super::script::{query_script, LuaScript};
 
 /// The least time between two lookups of the primary.
 const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
@@ -141,15 +141,15 @@ impl Sentinel {
             .map_err(|error| self.failed(&primary, error))
     }
 
-    /// Runs `cmd` (a script's EVALSHA with `script` set to load it on `NOSCRIPT`) on the
-    /// primary.
-    pub async fn query(&self, cmd: &Cmd, script: Option<&Script>) -> Result<Value, NodeError> {
+    /// Runs `cmd` (a [`LuaScript::command`] of `script` when given, see [`query_script`]) on
+    /// the primary.
+    pub async fn query(&self, cmd: &Cmd, script: Option<&LuaScript>) -> Result<Value, NodeError> {
         self.watch();
         let shared = &self.shared;
         let primary = shared.primary().await?;
         let result = match primary.link.connection(&shared.counters).await {
             Ok(mut connection) => {
-                query_script(&mut connection, cmd, script, &shared.counters).await
+                query_script(&mut connection, cmd, script, false, &shared.counters).await
             }
             Err(error) => Err(error),
         };

@@ -1,0 +1,369 @@
+//! A script of `lua/` as Redis runs it: as a Redis Function (`FCALL`, Redis 7 and later, Valkey)
+//! when the script says how, else, and wherever Redis refuses Functions (Redis 6.2, an ACL
+//! without `FCALL` or `FUNCTION`), as a script (`EVALSHA`).
+//!
+//! Both run the same Lua and answer the same. What a Function saves is Redis's work at every call
+//! of an `EVALSHA`: making the script's functions (closures) again and parsing its configuration
+//! (`ARGV`'s leading arguments), about 1.5 to 2.3 µs of a lone call's 4 to 8 (benchmark/RESULTS.md,
+//! items 37 and 38). A Function keeps both from one call to the next.
+//!
+//! # The Function of a script
+//!
+//! A script offers itself as a Function by having the lines [`CONFIGURED_HERE`]: what comes before
+//! them (its configuration, read from `ARGV`, and the functions of its lone path, see
+//! `lua/lone.lua`) is its *configured part*, which must define `lone_consume()` (a lone call's
+//! answer; nil when the call is not one; false when it is but the lone path could not answer it,
+//! having written nothing) and `configuration_args` (how many of `ARGV`'s leading arguments
+//! configure it), and must keep nothing from one call to the next but what follows from its
+//! configuration (caches keyed by what they cache, scratch tables each use fills). The library
+//! (see [`function_library`]) runs the configured part once per configuration (the last 16 used
+//! are kept), and at each call `lone_consume()`; when that does not answer, the whole script as
+//! `EVALSHA` runs it, given that answer (so that it does not try the lone path again).
+//!
+//! Libraries are named by the script and a hash of their code (`ratekeeper_token_bucket_…`): two
+//! versions of ratekeeper share a Redis (during a rolling deploy) without replacing each other's.
+//! A library is loaded when Redis answers that its Function is not found (Redis restarted without
+//! persistence, a node new to a Cluster, `FUNCTION FLUSH`), as a script is on `NOSCRIPT`;
+//! replicas get it by replication. Libraries of earlier versions stay until `FUNCTION DELETE`.
+
+use std::sync::atomic::Ordering;
+
+use redis::aio::MultiplexedConnection;
+use redis::{Arg, Cmd, ErrorKind, RedisError, Script, ServerErrorKind, Value};
+
+use super::link::RedisCounters;
+
+/// The lines of a script of `lua/` that end its configured part and begin what runs at every
+/// call with a lone call's answer (see the module's doc).
+pub const CONFIGURED_HERE: &str =
+    "-- (a Function's configured part ends here)\nlocal lone_answer = lone_consume()\n";
+
+/// What stands for [`CONFIGURED_HERE`] in a Function's whole script: the lone call's answer is
+/// its argument (nil or false: the lone call was not answered), and not asked again.
+const ANSWERED_HERE: &str = "-- (a Function's configured part ends here: lone_answer is given)\n";
+
+/// How many configurations a Function keeps built, per script.
+const CONFIGURATIONS_KEPT: usize = 16;
+
+/// A script of `lua/`, ready to run in Redis.
+pub struct LuaScript {
+    eval: Script,
+    function: Option<LuaFunction>,
+}
+
+struct LuaFunction {
+    name: String,
+    library: String,
+}
+
+impl LuaScript {
+    /// `source` is the script as Redis runs it (prelude included), named `name` (`token_bucket`).
+    pub fn new(name: &str, source: &str) -> Self {
+        let function = source.split_once(CONFIGURED_HERE).map(|(configured, _)| {
+            let whole = source.replacen(CONFIGURED_HERE, ANSWERED_HERE, 1);
+            // The hash of the code without its name (a Script's is its SHA-1).
+            let code = Script::new(&function_library("NAME", configured, &whole));
+            let name = format!("ratekeeper_{name}_{}", &code.get_hash()[..12]);
+            LuaFunction {
+                library: function_library(&name, configured, &whole),
+                name,
+            }
+        });
+        Self {
+            eval: Script::new(source),
+            function,
+        }
+    }
+
+    /// The command that runs the script (its arguments to follow: the number of keys, the keys,
+    /// then `ARGV`): `FCALL` of its Function, unless the script has none or the store sends
+    /// `EVALSHA` (`counters`: the `functions` option is `false`, or Redis refused Functions).
+    pub fn command(&self, counters: &RedisCounters) -> Cmd {
+        match &self.function {
+            Some(function) if !counters.eval_only.load(Ordering::Relaxed) => {
+                let mut cmd = redis::cmd("FCALL");
+                cmd.arg(&function.name);
+                cmd
+            }
+            _ => {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(self.eval.get_hash());
+                cmd
+            }
+        }
+    }
+
+    /// The script's Function, if it has one: its name and its library's code (for tests and the
+    /// benchmark, through `functionLibrary()` of the binding).
+    pub fn function(&self) -> Option<(&str, &str)> {
+        self.function
+            .as_ref()
+            .map(|function| (function.name.as_str(), function.library.as_str()))
+    }
+
+    /// `cmd` (a [`Self::command`]) as `EVALSHA`, with the same keys and arguments.
+    fn as_eval(&self, cmd: &Cmd) -> Cmd {
+        let mut eval = redis::cmd("EVALSHA");
+        eval.arg(self.eval.get_hash());
+        for arg in cmd.args_iter().skip(2) {
+            if let Arg::Simple(bytes) = arg {
+                eval.arg(bytes);
+            }
+        }
+        eval
+    }
+
+    /// Loads the script's Function library (already there is fine).
+    async fn load_function(
+        &self,
+        connection: &mut MultiplexedConnection,
+    ) -> Result<(), RedisError> {
+        let Some(function) = &self.function else {
+            return Ok(());
+        };
+        match redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(&function.library)
+            .query_async::<Value>(connection)
+            .await
+        {
+            Err(error) if error.detail().is_some_and(|d| d.contains("already exists")) => Ok(()),
+            result => result.map(drop),
+        }
+    }
+}
+
+/// The code of the Function library `name` of a script whose configured part is `configured` and
+/// whose whole code (prelude included) is `whole`, which takes the lone call's answer as its
+/// third argument (see [`ANSWERED_HERE`]).
+fn function_library(name: &str, configured: &str, whole: &str) -> String {
+    format!(
+        "#!lua name={name}\n\
+         -- Made by src/store/script.rs from a script of lua/: read them there.\n\
+         local KEYS, ARGV\n\
+         local function whole_script(KEYS, ARGV, lone_answer)\n{whole}\nend\n\
+         local function configure()\n{configured}\nreturn lone_consume, configuration_args\nend\n\
+         -- Built configurations, the last used first: {{ lone = lone_consume, count = n, ARGV[1] \
+         to ARGV[n] }}.\n\
+         local built = {{}}\n\
+         local function lone_of(args)\n\
+         \x20 for b = 1, #built do\n\
+         \x20   local entry, same = built[b], true\n\
+         \x20   for i = 1, entry.count do\n\
+         \x20     if args[i] ~= entry[i] then\n\
+         \x20       same = false\n\
+         \x20       break\n\
+         \x20     end\n\
+         \x20   end\n\
+         \x20   if same then\n\
+         \x20     if b > 1 then\n\
+         \x20       table.remove(built, b)\n\
+         \x20       table.insert(built, 1, entry)\n\
+         \x20     end\n\
+         \x20     return entry.lone\n\
+         \x20   end\n\
+         \x20 end\n\
+         \x20 local lone, count = configure()\n\
+         \x20 local entry = {{ lone = lone, count = count }}\n\
+         \x20 for i = 1, count do\n\
+         \x20   entry[i] = args[i]\n\
+         \x20 end\n\
+         \x20 table.insert(built, 1, entry)\n\
+         \x20 built[{keep}] = nil\n\
+         \x20 return lone\n\
+         end\n\
+         redis.register_function('{name}', function(keys, args)\n\
+         \x20 KEYS, ARGV = keys, args\n\
+         \x20 local answer = lone_of(args)()\n\
+         \x20 if answer then\n\
+         \x20   return answer\n\
+         \x20 end\n\
+         \x20 return whole_script(keys, args, answer)\n\
+         end)\n",
+        keep = CONFIGURATIONS_KEPT + 1,
+    )
+}
+
+/// Whether `error` says that a Function is not loaded on the node.
+fn function_not_found(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|d| d.starts_with("Function not found"))
+}
+
+/// Whether `error` says that the node, or the user, does not run Functions: `FCALL` or
+/// `FUNCTION` unknown (Redis 6.2) or not permitted (an ACL).
+fn refuses_functions(error: &RedisError) -> bool {
+    // Redis 6.2 quotes the command `so`, later versions 'so'.
+    let detail = error
+        .detail()
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .replace('`', "'");
+    let names_functions = detail.contains("'fcall'") || detail.contains("'function");
+    match error.code() {
+        Some("ERR") => detail.starts_with("unknown command") && names_functions,
+        Some("NOPERM") => names_functions,
+        _ => false,
+    }
+}
+
+/// Runs `cmd` (`ASKING` first when `asking`), a [`LuaScript::command`] of `script` when given:
+/// then, when Redis does not have the script or its Function (`NOSCRIPT`, "Function not
+/// found": after a restart or a failover), loads it and runs the call again; when Redis refuses
+/// Functions, notes it in `counters` (the store then sends `EVALSHA`) and runs the call as
+/// `EVALSHA`, as it does a call refused at `maxmemory` (see [`is_functions_oom`]).
+pub async fn query_script(
+    connection: &mut MultiplexedConnection,
+    cmd: &Cmd,
+    script: Option<&LuaScript>,
+    asking: bool,
+    counters: &RedisCounters,
+) -> Result<Value, RedisError> {
+    let result = send(connection, cmd, asking).await;
+    let Some(script) = script else {
+        return result;
+    };
+    match result {
+        Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            eval_again(connection, cmd, script, asking, counters).await
+        }
+        Err(error) if function_not_found(&error) => {
+            counters.count(&counters.script_loads);
+            match script.load_function(connection).await {
+                Ok(()) => send(connection, cmd, asking).await,
+                Err(error) if refuses_functions(&error) => {
+                    refuse_functions(counters);
+                    eval_again(connection, &script.as_eval(cmd), script, asking, counters).await
+                }
+                Err(error) => Err(error),
+            }
+        }
+        Err(error) if refuses_functions(&error) || is_functions_oom(cmd, &error) => {
+            if !is_functions_oom(cmd, &error) {
+                refuse_functions(counters);
+            }
+            let eval = script.as_eval(cmd);
+            match send(connection, &eval, asking).await {
+                Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    eval_again(connection, &eval, script, asking, counters).await
+                }
+                result => result,
+            }
+        }
+        result => result,
+    }
+}
+
+/// Whether `cmd` is an `FCALL` that Redis refused to run because it is at `maxmemory`: it refuses
+/// a Function that may write before it runs, even one that would only read, where an `EVALSHA`
+/// runs and is refused its first write. Sent again as `EVALSHA`, the call answers as a script's:
+/// a read, or a refusal, answers; a write fails with Redis's `OOM` error, nothing written.
+fn is_functions_oom(cmd: &Cmd, error: &RedisError) -> bool {
+    error.code() == Some("OOM") && matches!(cmd.args_iter().next(), Some(Arg::Simple(b"FCALL")))
+}
+
+/// From now on the store sends `EVALSHA`.
+fn refuse_functions(counters: &RedisCounters) {
+    counters.eval_only.store(true, Ordering::Relaxed);
+}
+
+/// Loads the script (after `NOSCRIPT`) and sends `eval`, an `EVALSHA` of it, again.
+async fn eval_again(
+    connection: &mut MultiplexedConnection,
+    eval: &Cmd,
+    script: &LuaScript,
+    asking: bool,
+    counters: &RedisCounters,
+) -> Result<Value, RedisError> {
+    counters.count(&counters.script_loads);
+    script.eval.load_async(connection).await?;
+    send(connection, eval, asking).await
+}
+
+async fn send(
+    connection: &mut MultiplexedConnection,
+    cmd: &Cmd,
+    asking: bool,
+) -> Result<Value, RedisError> {
+    if !asking {
+        return cmd.query_async(connection).await;
+    }
+    let mut pipe = redis::pipe();
+    pipe.cmd("ASKING").ignore().add_command(cmd.clone());
+    let (value,): (Value,) = pipe.query_async(connection).await?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_script_without_its_configured_part_has_no_function() {
+        let script = LuaScript::new("plain", "return 1\n");
+        assert!(script.function().is_none());
+        let counters = RedisCounters::default();
+        let cmd = script.command(&counters);
+        assert_eq!(
+            cmd.args_iter()
+                .next()
+                .map(|a| matches!(a, Arg::Simple(b"EVALSHA"))),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn a_function_is_named_by_its_script_and_code() {
+        let source = format!(
+            "local configuration_args = 1\nlocal function lone_consume() end\n{CONFIGURED_HERE}return 1\n"
+        );
+        let script = LuaScript::new("token_bucket", &source);
+        let (name, library) = script.function().expect("a Function");
+        assert!(name.starts_with("ratekeeper_token_bucket_"), "{name}");
+        assert_eq!(name.len(), "ratekeeper_token_bucket_".len() + 12);
+        assert!(library.starts_with(&format!("#!lua name={name}\n")));
+        assert!(library.contains(&format!("redis.register_function('{name}'")));
+        let other = LuaScript::new("token_bucket", &source.replace("return 1", "return 2"));
+        assert_ne!(
+            other.function().map(|f| f.0.to_string()),
+            Some(name.to_string())
+        );
+    }
+
+    fn error(reply: &str) -> RedisError {
+        redis::parse_redis_value(format!("-{reply}\r\n").as_bytes())
+            .and_then(Value::extract_error)
+            .expect_err("an error reply")
+    }
+
+    #[test]
+    fn errors_that_refuse_functions_are_told_apart() {
+        // Redis 6.2; Redis 7 with a user without FCALL, or without FUNCTION.
+        assert!(refuses_functions(&error(
+            "ERR unknown command `FCALL`, with args beginning with: `ratekeeper_x`, `1`, "
+        )));
+        assert!(refuses_functions(&error(
+            "ERR unknown command 'FCALL', with args beginning with: 'x' '1' "
+        )));
+        assert!(refuses_functions(&error(
+            "NOPERM this user has no permissions to run the 'fcall' command"
+        )));
+        assert!(refuses_functions(&error(
+            "NOPERM this user has no permissions to run the 'function|load' command"
+        )));
+        // A command of the script refused, a key's ACL, an unknown command of another name.
+        assert!(!refuses_functions(&error(
+            "NOPERM this user has no permissions to access one of the keys used as arguments"
+        )));
+        assert!(!refuses_functions(&error(
+            "ERR unknown command 'FOO', with args beginning with: "
+        )));
+        assert!(!refuses_functions(&error(
+            "NOSCRIPT No matching script. Please use EVAL."
+        )));
+        assert!(function_not_found(&error("ERR Function not found")));
+        assert!(!function_not_found(&error("ERR Error running script")));
+    }
+}
