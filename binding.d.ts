@@ -821,8 +821,8 @@ export interface RedisStoreStats {
   /** Connections opened again after a failure. */
   reconnects: number
   /**
-   * Scripts loaded again because Redis did not have them (`NOSCRIPT`: after a restart or a
-   * failover).
+   * Scripts, or their Function libraries, loaded because Redis did not have them (its first
+   * call of each; after a restart, a failover, `SCRIPT FLUSH` or `FUNCTION FLUSH`).
    */
   scriptLoads: number
   /** Script calls sent to Redis: concurrent calls of a limiter leave together. */

@@ -350,9 +350,11 @@ async function runChild({ name, who, ops, concurrency, ids, port, stepwise }) {
 /**
  * The clients the scenarios use, on the redis-server at `port`; the peers' ioredis clients with
  * `enableAutoPipelining` as `autoPipelining` says (default true), ratekeeper's store with its
- * `functions` option as `functions` says (default true: its default).
+ * `functions` option as `functions` says (default: true, its default, unless the environment
+ * has BENCH_FUNCTIONS=0, for an A/B run of Functions against EVALSHA: benchmark/RESULTS.md, item
+ * 38).
  */
-async function connectClients(port, { autoPipelining = true, functions = true } = {}) {
+async function connectClients(port, { autoPipelining = true, functions = process.env.BENCH_FUNCTIONS !== '0' } = {}) {
   const ioredis = new IORedis(port, '127.0.0.1', { enableAutoPipelining: autoPipelining })
   // redis-gcra needs ioredis 4 (its own dependency).
   const IORedis4 = require(require.resolve('ioredis', { paths: [path.dirname(require.resolve('redis-gcra'))] }))

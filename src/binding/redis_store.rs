@@ -324,8 +324,8 @@ pub struct RedisStoreStats {
     pub connections: f64,
     /// Connections opened again after a failure.
     pub reconnects: f64,
-    /// Scripts loaded again because Redis did not have them (`NOSCRIPT`: after a restart or a
-    /// failover).
+    /// Scripts, or their Function libraries, loaded because Redis did not have them (its first
+    /// call of each; after a restart, a failover, `SCRIPT FLUSH` or `FUNCTION FLUSH`).
     pub script_loads: f64,
     /// Script calls sent to Redis: concurrent calls of a limiter leave together.
     pub batches: f64,
