@@ -13,7 +13,7 @@ const assert = require('node:assert/strict')
 const { inspect } = require('node:util')
 const IORedis = require('ioredis')
 
-const { RateLimiter, RedisRateLimiter, SlidingLog, FixedWindow, SlidingWindow, SlidingTail, createRateLimit, createClient } = require('..')
+const { RateLimiter, RedisRateLimiter, SlidingLog, FixedWindow, SlidingWindow, SlidingTail, Gcra, TokenBucket, createRateLimit, createClient } = require('..')
 const { startRedis } = require('./helpers/redis-server.js')
 
 const SECOND = 1000
@@ -568,6 +568,21 @@ describe('a Redis at maxmemory with noeviction', () => {
       resetAfter: 54_000,
     })
     assert.equal((await limiters.log.consume('read', { ...LATER, weight: 3 })).allowed, false)
+  })
+
+  it('a limiter whose script Redis has not loaded yet answers its reads as in memory, and its writes reject with the OOM error', async () => {
+    // (On Redis 7 and later a library is not loaded at maxmemory, nor a Function run that may
+    // write: the store sends such calls as EVALSHA, see src/store/script.rs.)
+    for (const [Limiter, options] of [[Gcra, { limit: 5, period: MINUTE }], [TokenBucket, { capacity: 5, refillAmount: 5, refillInterval: MINUTE }]]) {
+      const onRedis = new Limiter({ client: server.url, namespace: `unloaded-${Limiter.name}:`, ...options })
+      const inMemory = new Limiter(options)
+      assert.deepEqual(await onRedis.peek('x', LATER), await inMemory.peek('x', LATER), Limiter.name)
+      await assert.rejects(onRedis.consume('x', LATER), (error) => {
+        assert.equal(error.code, 'ERR_STORE_ERROR', Limiter.name)
+        assert.match(error.message, /OOM command not allowed when used memory > 'maxmemory'/)
+        return true
+      })
+    }
   })
 
   it('reset still deletes (DEL is allowed at maxmemory)', async () => {

@@ -1,11 +1,12 @@
-//! A script of `lua/` as Redis runs it: as a Redis Function (`FCALL`, Redis 7 and later, Valkey)
-//! when the script says how, else, and wherever Redis refuses Functions (Redis 6.2, an ACL
-//! without `FCALL` or `FUNCTION`), as a script (`EVALSHA`).
+//! A script of `lua/` as Redis runs it: a Redis Function (`FCALL`) on Redis 7 and later and on
+//! Valkey, or a script (`EVALSHA`) on Redis 6.2, for a user whose ACL refuses `FCALL` or
+//! `FUNCTION LOAD`, for a call refused at `maxmemory` (see [`query_script`]), and with the
+//! store's `functions: false`.
 //!
 //! Both run the same Lua and answer the same. What a Function saves is Redis's work at every call
 //! of an `EVALSHA`: making the script's functions (closures) again and parsing its configuration
-//! (`ARGV`'s leading arguments), about 1.5 to 2.3 µs of a lone call's 4 to 8 (benchmark/RESULTS.md,
-//! items 37 and 38). A Function keeps both from one call to the next.
+//! (`ARGV`'s leading arguments). A Function keeps both from one call to the next
+//! (benchmark/RESULTS.md, item 38).
 //!
 //! # The Function of a script
 //!
@@ -93,9 +94,9 @@ impl LuaScript {
         }
     }
 
-    /// The script's Function, if it has one: its name and its library's code (for tests and the
-    /// benchmark, through `functionLibrary()` of the binding).
-    pub fn function(&self) -> Option<(&str, &str)> {
+    /// The script's Function, if it has one: its name and its library's code.
+    #[cfg(test)]
+    fn function(&self) -> Option<(&str, &str)> {
         self.function
             .as_ref()
             .map(|function| (function.name.as_str(), function.library.as_str()))
@@ -233,8 +234,11 @@ pub async fn query_script(
             counters.count(&counters.script_loads);
             match script.load_function(connection).await {
                 Ok(()) => send(connection, cmd, asking).await,
-                Err(error) if refuses_functions(&error) => {
-                    refuse_functions(counters);
+                // (At `maxmemory`, Redis refuses to load a library: this call goes as a script.)
+                Err(error) if refuses_functions(&error) || error.code() == Some("OOM") => {
+                    if refuses_functions(&error) {
+                        refuse_functions(counters);
+                    }
                     eval_again(connection, &script.as_eval(cmd), script, asking, counters).await
                 }
                 Err(error) => Err(error),
