@@ -674,7 +674,7 @@ export interface LeakyBucketOptions {
    */
   leakInterval: number
   /**
-   * Prefix of the Redis keys: an id's bucket is a hash at `namespace + id`.
+   * Prefix of the Redis keys: an id's bucket is a string at `namespace + id`, `<level>:<ts>`.
    * Default `'ratekeeper:leaky:'`. Ignored in memory.
    */
   namespace?: string
@@ -1032,7 +1032,7 @@ export interface TokenBucketOptions {
    */
   forgetAfter?: number
   /**
-   * Prefix of the Redis keys: an id's bucket is a hash at `namespace + id`.
+   * Prefix of the Redis keys: an id's bucket is a string at `namespace + id`, `<tokens>:<ts>`.
    * Default `'ratekeeper:token:'`. Ignored in memory.
    */
   namespace?: string

@@ -699,7 +699,7 @@ export interface LeakyBucketOptions extends LimiterOptions {
    * years). Required.
    */
   leakInterval: number
-  /** Redis key prefix: an id's bucket is a hash at `namespace + id`. Default `'ratekeeper:leaky:'`. */
+  /** Redis key prefix: an id's bucket is a string at `namespace + id`. Default `'ratekeeper:leaky:'`. */
   namespace?: string
 }
 
@@ -711,9 +711,10 @@ export interface LeakyBucketOptions extends LimiterOptions {
  * calls come), and a bucket that drains to empty is forgotten. In any interval of `t` ms it
  * admits at most `capacity + leakAmount * ceil(t / leakInterval)` when calls come in time order.
  *
- * `limit` in answers is the capacity; `resetAfter` the time until the bucket is empty. One hash
- * per id on Redis (`level`, and `ts` in microseconds), with a TTL of the time to drain a full
- * bucket plus a second.
+ * `limit` in answers is the capacity; `resetAfter` the time until the bucket is empty. One string
+ * per id on Redis, `<level>:<ts>` (`ts` in microseconds), with a TTL of the time to drain a full
+ * bucket plus a second (an earlier version's hash of `level` and `ts` is read, and replaced at the
+ * next write).
  *
  * ```js
  * const { LeakyBucket } = require('ratekeeper')
@@ -755,7 +756,7 @@ export interface TokenBucketOptions extends LimiterOptions {
    * and refills from then on: with `initial: 0` a new id is refused with the `timeLeft` of one
    * token, and allowed then. Only a consume starts a bucket: `peek` answers for an id without
    * one as if it started now, and writes nothing (nor does `reward`, nor a weight above
-   * `capacity`). On Redis a refused consume of a new id therefore writes its hash when `initial <
+   * `capacity`). On Redis a refused consume of a new id therefore writes its bucket when `initial <
    * capacity`.
    */
   initial?: number
@@ -772,7 +773,7 @@ export interface TokenBucketOptions extends LimiterOptions {
    * buckets while the other refills).
    */
   forgetAfter?: number
-  /** Redis key prefix: an id's bucket is a hash at `namespace + id`. Default `'ratekeeper:token:'`. */
+  /** Redis key prefix: an id's bucket is a string at `namespace + id`. Default `'ratekeeper:token:'`. */
   namespace?: string
 }
 

@@ -274,33 +274,60 @@ describe('LeakyBucket options', () => {
 })
 
 describe('LeakyBucket on Redis', () => {
+  /** The bucket at `key`: the string `<level>:<ts>`. */
   const read = async (key) => {
-    const fields = (await redis.server.cli('HGETALL', key)).split('\n')
-    return Object.fromEntries(fields.flatMap((v, i) => (i % 2 ? [] : [[v, fields[i + 1]]])))
+    assert.equal(await redis.server.cli('TYPE', key), 'string')
+    return redis.server.cli('GET', key)
   }
 
-  it("keeps the seed's layout: a hash of level and ts (µs), with a TTL of the drain time plus a second", async () => {
+  it('keeps the seed\'s level and ts (µs) as one string per id, `<level>:<ts>`, with a TTL of the drain time plus a second', async () => {
     const limiter = new LeakyBucket({ client: redis.server.url, namespace: 'layout:', capacity: 3, leakInterval: 20 * SECOND })
     await limiter.consume('u', { now: T0 + 1.5, weight: 2 })
-    assert.equal(await redis.server.cli('TYPE', 'layout:u'), 'hash')
-    assert.deepEqual(await read('layout:u'), { level: '2', ts: String(T0 * 1000 + 1500) })
+    assert.equal(await read('layout:u'), `2:${T0 * 1000 + 1500}`)
     const ttl = Number(await redis.server.cli('PTTL', 'layout:u'))
     assert.ok(ttl > 60_000 && ttl <= 61_000, `PTTL ${ttl}`)
     // 25 s later: one leak, at ts + 20 s (the phase is kept), then the new weight.
     await limiter.consume('u', { now: T0 + 25 * SECOND })
-    assert.deepEqual(await read('layout:u'), { level: '2', ts: String(T0 * 1000 + 1500 + 20_000_000) })
+    assert.equal(await read('layout:u'), `2:${T0 * 1000 + 1500 + 20_000_000}`)
     // Refusals and peeks write nothing.
     await redis.server.cli('PEXPIRE', 'layout:u', 100_000)
     await limiter.consume('u', { now: T0 + 26 * SECOND, weight: 2 })
     await limiter.peek('u', { now: T0 + 50 * SECOND })
-    assert.deepEqual(await read('layout:u'), { level: '2', ts: String(T0 * 1000 + 1500 + 20_000_000) })
+    assert.equal(await read('layout:u'), `2:${T0 * 1000 + 1500 + 20_000_000}`)
     assert.ok(Number(await redis.server.cli('PTTL', 'layout:u')) > 61_000)
     await limiter.peek('other')
     assert.equal(await redis.server.cli('EXISTS', 'layout:other'), '0')
   })
 
+  it("counts on an earlier version's hash (`level`, `ts`) and replaces it with its string at the next write", async () => {
+    const limiter = new LeakyBucket({ client: redis.server.url, namespace: 'old:', capacity: 3, leakInterval: SECOND })
+    // Earlier versions kept a bucket as a hash: 2 in it as of T0.
+    await redis.server.cli('HSET', 'old:u', 'level', '2', 'ts', String(T0 * 1000))
+    assert.equal((await limiter.peek('u', { now: T0, weight: 2 })).allowed, false)
+    assert.equal((await limiter.consume('u', { now: T0, weight: 2 })).allowed, false)
+    assert.equal(await redis.server.cli('TYPE', 'old:u'), 'hash')
+    // 1.5 s later one has leaked (at T0 + 1 s): 1 + 2 fits, and the bucket is a string.
+    assert.equal((await limiter.consume('u', { now: T0 + 1500, weight: 2 })).allowed, true)
+    assert.equal(await read('old:u'), `3:${(T0 + 1000) * 1000}`)
+    assert.ok(Number(await redis.server.cli('PTTL', 'old:u')) > 3000)
+  })
+
   it('refuses data it did not write and leaves it as it was', async () => {
     const limiter = new LeakyBucket({ client: redis.server.url, namespace: 'foreign:', capacity: 3, leakInterval: SECOND })
+    for (const [id, value] of [
+      ['text', 'abc:1'],
+      ['minus', '1:-5'],
+      ['lone', '1'],
+      ['three', '1:1:1'],
+    ]) {
+      await redis.server.cli('SET', `foreign:${id}`, value)
+      for (const call of [() => limiter.consume(id), () => limiter.peek(id), () => limiter.reward(id)]) {
+        await assert.rejects(call(), { code: 'ERR_STORE_ERROR', message: new RegExp(`foreign:${id}`) })
+      }
+      assert.equal(await redis.server.cli('GET', `foreign:${id}`), value)
+      assert.equal(await redis.server.cli('PTTL', `foreign:${id}`), '-1')
+    }
+    // An earlier version's hash holding what it would not have written.
     for (const [id, fields] of [
       ['abc', ['level', 'abc', 'ts', '1']],
       ['negative', ['level', '-5', 'ts', '1']],
@@ -315,8 +342,8 @@ describe('LeakyBucket on Redis', () => {
       assert.equal(await redis.server.cli('HLEN', `foreign:${id}`), String(fields.length / 2))
       assert.equal(await redis.server.cli('PTTL', `foreign:${id}`), '-1')
     }
-    await redis.server.cli('SET', 'foreign:string', 'x')
-    await assert.rejects(limiter.consume('string'), { code: 'ERR_STORE_ERROR' })
+    await redis.server.cli('RPUSH', 'foreign:list', 'x')
+    await assert.rejects(limiter.consume('list'), { code: 'ERR_STORE_ERROR', message: /WRONGTYPE/ })
   })
 
   it('admits exactly the capacity to concurrent callers', async () => {

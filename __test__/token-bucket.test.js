@@ -31,10 +31,10 @@ const HOUR = 3_600_000
 
 const verdict = (allowed, timeLeft, remaining, limit, resetAfter) => ({ allowed, timeLeft, remaining, limit, resetAfter })
 
-/** The raw fields of a Redis hash. */
-async function hashOf(key) {
-  const lines = (await redis.server.cli('HGETALL', key)).split('\n').filter((line) => line !== '')
-  return Object.fromEntries(lines.flatMap((v, i) => (i % 2 ? [] : [[v, lines[i + 1]]])))
+/** The bucket at `key` on the test's Redis: the string `<tokens>:<ts>`. */
+async function bucketOf(key) {
+  assert.equal(await redis.server.cli('TYPE', key), 'string')
+  return redis.server.cli('GET', key)
 }
 
 const exists = async (key) => (await redis.server.cli('EXISTS', key)) === '1'
@@ -308,11 +308,11 @@ for (const [name, create] of Object.entries(stores)) {
       assert.deepEqual(await limiter.consume('f', { now: T0, weight: 2 }), verdict(true, 0, 0, 4, 4000))
       // At 1 s it holds 1; 10 back fill it: full as of 1 s, kept until 11 s.
       assert.deepEqual(await limiter.reward('f', { now: T0 + 1000, weight: 10 }), verdict(true, 0, 4, 4, 0))
-      const full = { tokens: '4000000', ts: String((T0 + 1000) * 1000) }
-      if (key) assert.deepEqual(await hashOf(key), full)
+      const full = `4000000:${(T0 + 1000) * 1000}`
+      if (key) assert.equal(await bucketOf(key), full)
       // A full bucket is left as it is (its forgetting is not put off).
       assert.deepEqual(await limiter.reward('f', { now: T0 + 5000 }), verdict(true, 0, 4, 4, 0))
-      if (key) assert.deepEqual(await hashOf(key), full)
+      if (key) assert.equal(await bucketOf(key), full)
       if (key) assert.ok(Number(await redis.server.cli('PTTL', key)) > 0)
       assert.deepEqual(await limiter.peek('f', { now: T0 + 10_999.999, weight: 4 }), verdict(true, 0, 4, 4, 0))
       // Forgotten at 11 s: a reward drops it, and the id starts again from 2.
@@ -396,7 +396,7 @@ describe('TokenBucket options', () => {
 })
 
 describe('TokenBucket on Redis', () => {
-  it('keeps one hash per id, `tokens` in 1/unit of a token and `ts` in µs, with a TTL', async () => {
+  it('keeps one string per id, `<tokens>:<ts>` (1/unit of a token, µs), with a TTL', async () => {
     // 3 tokens a minute: a token is 6 * 10^7 / gcd(3, 6 * 10^7) = 2 * 10^7 units, 1 unit comes
     // each microsecond. After 1 of 4 tokens is taken the bucket is full in 2 * 10^7 µs = 20 s, and
     // forgotten then (initial == capacity): the TTL is 21 s.
@@ -404,31 +404,31 @@ describe('TokenBucket on Redis', () => {
     await limiter.consume('u', { now: T0 + 1.5 })
     const ttl = Number(await redis.server.cli('PTTL', 'tb-layout:u'))
     assert.ok(ttl > 20_000 && ttl <= 21_000, `PTTL ${ttl}`)
-    assert.deepEqual(await hashOf('tb-layout:u'), { tokens: '60000000', ts: String(T0 * 1000 + 1500) })
+    assert.equal(await bucketOf('tb-layout:u'), `60000000:${T0 * 1000 + 1500}`)
     // Peeks, refusals and weights above the capacity write nothing.
     await limiter.peek('other')
     await limiter.consume('other', { weight: 5 })
     assert.equal(await exists('tb-layout:other'), false)
     await limiter.consume('u', { now: T0 + 1.5, weight: 3 })
     await limiter.consume('u', { now: T0 + 2, weight: 1 })
-    assert.deepEqual(await hashOf('tb-layout:u'), { tokens: '0', ts: String(T0 * 1000 + 1500) })
+    assert.equal(await bucketOf('tb-layout:u'), `0:${T0 * 1000 + 1500}`)
     // A level past full (another configuration's data) is a full bucket: forgotten.
-    await redis.server.cli('HSET', 'tb-layout:big', 'tokens', '999999999999', 'ts', '0')
+    await redis.server.cli('SET', 'tb-layout:big', '999999999999:0')
     assert.deepEqual(await limiter.peek('big', { now: T0 }), verdict(true, 0, 4, 4, 0))
   })
 
-  it('below capacity, a refused consume of a new id starts its hash, with a TTL until it is forgotten', async () => {
+  it('below capacity, a refused consume of a new id starts its bucket, with a TTL until it is forgotten', async () => {
     // The same bucket starting with 1 token (2 * 10^7 units), forgotten after 30 s full: a new
     // bucket is full in 6 * 10^7 µs = 60 s, forgotten 30 s later: a TTL of 60 + 30 + 1 = 91 s.
     const options = { client: redis.server.url, namespace: 'tb-start:', capacity: 4, refillAmount: 3, refillInterval: 60_000 }
     const limiter = new TokenBucket({ ...options, initial: 1, forgetAfter: 30_000 })
     assert.deepEqual(await limiter.consume('u', { now: T0 + 1.5, weight: 2 }), verdict(false, 20_000, 1, 4, 60_000))
-    assert.deepEqual(await hashOf('tb-start:u'), { tokens: '20000000', ts: String(T0 * 1000 + 1500) })
+    assert.equal(await bucketOf('tb-start:u'), `20000000:${T0 * 1000 + 1500}`)
     const ttl = Number(await redis.server.cli('PTTL', 'tb-start:u'))
     assert.ok(ttl > 90_000 && ttl <= 91_000, `PTTL ${ttl}`)
     // A refusal leaves a kept bucket as it is; peeks and weights above the capacity write nothing.
     await limiter.consume('u', { now: T0 + 5000, weight: 4 })
-    assert.deepEqual(await hashOf('tb-start:u'), { tokens: '20000000', ts: String(T0 * 1000 + 1500) })
+    assert.equal(await bucketOf('tb-start:u'), `20000000:${T0 * 1000 + 1500}`)
     await limiter.peek('other', { now: T0, weight: 4 })
     await limiter.consume('other', { now: T0, weight: 5 })
     assert.equal(await exists('tb-start:other'), false)
@@ -437,23 +437,50 @@ describe('TokenBucket on Redis', () => {
     await plain.consume('u', { now: T0, weight: 4 })
     assert.equal((await plain.consume('u', { now: T0 })).allowed, false)
     assert.equal((await plain.consume('v', { now: T0, weight: 5 })).allowed, false)
-    assert.deepEqual(await hashOf('tb-plain:u'), { tokens: '0', ts: String(T0 * 1000) })
+    assert.equal(await bucketOf('tb-plain:u'), `0:${T0 * 1000}`)
     assert.equal(await exists('tb-plain:v'), false)
     // Forgetting follows from the stored level and instant, not from the key's expiry: a full
     // level written at T0 is kept until T0 + 30 s, then is a new id's (1 token as of now).
-    await redis.server.cli('HSET', 'tb-start:big', 'tokens', '999999999999', 'ts', String(T0 * 1000))
+    await redis.server.cli('SET', 'tb-start:big', `999999999999:${T0 * 1000}`)
     assert.deepEqual(await limiter.peek('big', { now: T0 + 29_999.999 }), verdict(true, 0, 4, 4, 0))
     assert.deepEqual(await limiter.peek('big', { now: T0 + 30_000 }), verdict(true, 0, 1, 4, 60_000))
+  })
+
+  it("counts on an earlier version's hash (`tokens`, `ts`) and replaces it with its string at the next write", async () => {
+    // Earlier versions kept a bucket as a hash. 4 tokens, 1 a second: 1 token left as of T0.
+    const limiter = new TokenBucket({ client: redis.server.url, namespace: 'tb-old:', capacity: 4, refillInterval: 1000 })
+    await redis.server.cli('HSET', 'tb-old:u', 'tokens', '1000000', 'ts', String(T0 * 1000))
+    await redis.server.cli('PEXPIRE', 'tb-old:u', '60000')
+    // Peeks and refusals leave it as it is.
+    assert.deepEqual(await limiter.peek('u', { now: T0 }), verdict(true, 0, 1, 4, 3000))
+    assert.deepEqual(await limiter.consume('u', { now: T0, weight: 2 }), verdict(false, 1000, 1, 4, 3000))
+    assert.equal(await redis.server.cli('TYPE', 'tb-old:u'), 'hash')
+    // At 0.5 s it holds 1.5: one is taken, and the bucket is a string from then on.
+    assert.deepEqual(await limiter.consume('u', { now: T0 + 500 }), verdict(true, 0, 0, 4, 3500))
+    assert.equal(await bucketOf('tb-old:u'), `500000:${(T0 + 500) * 1000}`)
+    const ttl = Number(await redis.server.cli('PTTL', 'tb-old:u'))
+    assert.ok(ttl > 3000 && ttl <= 4500, `PTTL ${ttl}`)
+    // The batch path reads it as well (two calls sent together).
+    await redis.server.cli('HSET', 'tb-old:v', 'tokens', '4000000', 'ts', String(T0 * 1000))
+    const [v, w] = await Promise.all([limiter.consume('v', { now: T0, weight: 4 }), limiter.consume('w', { now: T0, weight: 4 })])
+    assert.deepEqual([v, w], [verdict(true, 0, 0, 4, 4000), verdict(true, 0, 0, 4, 4000)])
+    assert.equal(await bucketOf('tb-old:v'), `0:${T0 * 1000}`)
   })
 
   it('refuses data it did not write, writing nothing', async () => {
     const limiter = new TokenBucket({ client: redis.server.url, namespace: 'tb-bad:', capacity: 4, refillInterval: 1000 })
     const shapes = [
-      ['text', ['HSET', 'tb-bad:text', 'tokens', 'abc', 'ts', '1'], /tokens = abc/],
-      ['negative', ['HSET', 'tb-bad:negative', 'tokens', '1', 'ts', '-5'], /ts = -5/],
-      ['half', ['HSET', 'tb-bad:half', 'tokens', '1'], /only one of/],
-      ['extra', ['HSET', 'tb-bad:extra', 'tokens', '1', 'ts', '1', 'other', '2'], /field other/],
-      ['string', ['SET', 'tb-bad:string', 'x'], /WRONGTYPE/],
+      ['text', ['SET', 'tb-bad:text', 'abc:1'], /tokens = abc/],
+      ['negative', ['SET', 'tb-bad:negative', '1:-5'], /ts = -5/],
+      ['fraction', ['SET', 'tb-bad:fraction', '1.5:1'], /tokens = 1.5/],
+      ['empty', ['SET', 'tb-bad:empty', ':1'], /tokens = ,/],
+      ['half', ['SET', 'tb-bad:half', '1'], /holds "1", not tokens:ts/],
+      ['extra', ['SET', 'tb-bad:extra', '1:1:2'], /holds "1:1:2", not tokens:ts/],
+      // An earlier version's hash (see the next test) is checked as it was.
+      ['old-text', ['HSET', 'tb-bad:old-text', 'tokens', 'abc', 'ts', '1'], /tokens = abc/],
+      ['old-half', ['HSET', 'tb-bad:old-half', 'tokens', '1'], /only one of/],
+      ['old-extra', ['HSET', 'tb-bad:old-extra', 'tokens', '1', 'ts', '1', 'other', '2'], /field other/],
+      ['list', ['RPUSH', 'tb-bad:list', 'x'], /WRONGTYPE/],
     ]
     for (const [id, command, message] of shapes) {
       await redis.server.cli(...command)

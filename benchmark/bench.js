@@ -43,6 +43,10 @@ const args = parseArgs(process.argv.slice(2))
 // For an A/B of the direct lane (benchmark/RESULTS.md, items 29 and 33): `RATEKEEPER_BENCH_LANES=off`
 // sends every lone call the usual way, in this process and the runs' (which inherit it).
 if (process.env.RATEKEEPER_BENCH_LANES === 'off') require('../lib/native.js').setDirectLanes(false)
+// For an A/B of the server's clock (benchmark/RESULTS.md, item 39): `BENCH_CLOCK=local` gives
+// ratekeeper's limiters whose peer sends its own clock (the token bucket, GCRA, the leaky bucket
+// and the sliding tail on Redis) `clock: 'local'`, so that they send this host's clock too.
+const CALLER_CLOCK = process.env.BENCH_CLOCK === 'local' ? { clock: 'local' } : {}
 const ROUNDS = args.rounds ?? 5
 const MEMORY_OPS = args.ops ?? 50_000
 const REDIS_OPS = args.ops ?? 20_000
@@ -613,7 +617,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     {
       name: 'token bucket, Redis',
       peer: 'redis-gcra (GCRA, ioredis 4, auto-pipelining under load)',
-      ours: () => verdict(new ratekeeper.TokenBucket({ client: store, namespace: 'bench-token:', ...BUCKET })),
+      ours: () => verdict(new ratekeeper.TokenBucket({ client: store, namespace: 'bench-token:', ...CALLER_CLOCK, ...BUCKET })),
       theirs: () => gcraPeer(redisGcra({ redis: ioredis4, keyPrefix: 'bench-gcra-peer', ...PEER_GCRA })),
       ...onRedis,
     },
@@ -633,7 +637,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     {
       name: 'GCRA, Redis',
       peer: 'redis-gcra (ioredis 4, auto-pipelining under load)',
-      ours: () => verdict(new ratekeeper.Gcra({ client: store, namespace: 'bench-gcra:', ...GCRA })),
+      ours: () => verdict(new ratekeeper.Gcra({ client: store, namespace: 'bench-gcra:', ...CALLER_CLOCK, ...GCRA })),
       theirs: () => gcraPeer(redisGcra({ redis: ioredis4, keyPrefix: 'bench-gcra-peer', ...PEER_GCRA })),
       ...onRedis,
     },
@@ -685,7 +689,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     {
       name: 'sliding tail, Redis',
       peer: '@upstash/ratelimit (slidingWindow, over ioredis with auto-pipelining under load)',
-      ours: () => verdict(new ratekeeper.SlidingTail({ client: store, namespace: 'bench-tail:', ...FIXED })),
+      ours: () => verdict(new ratekeeper.SlidingTail({ client: store, namespace: 'bench-tail:', ...CALLER_CLOCK, ...FIXED })),
       theirs: () =>
         upstashPeer(
           new UpstashRatelimit({
@@ -702,7 +706,7 @@ function scenarios({ ioredis, ioredis4, nodeRedis3, store, flush, SlidingWindowR
     {
       name: 'leaky bucket, Redis',
       peer: 'redis-gcra (GCRA, ioredis 4, auto-pipelining under load)',
-      ours: () => verdict(new ratekeeper.LeakyBucket({ client: store, namespace: 'bench-leaky:', ...LEAKY })),
+      ours: () => verdict(new ratekeeper.LeakyBucket({ client: store, namespace: 'bench-leaky:', ...CALLER_CLOCK, ...LEAKY })),
       theirs: () => gcraPeer(redisGcra({ redis: ioredis4, keyPrefix: 'bench-gcra-peer', ...PEER_GCRA })),
       ...onRedis,
     },

@@ -1,13 +1,15 @@
 -- The leaky bucket as a meter (src/leaky_bucket.rs) on Redis, for one or many calls at once.
--- (lua/prelude.lua, which gives it now_of(), whole_pair() and each_counting_call(), goes after a
+-- (lua/prelude.lua, which gives it now_of(), bucket_pair() and each_counting_call(), goes after a
 -- lone consume's path, which has lua/lone.lua.)
 --
--- The layout is the seed's: one hash per identifier, at namespace + id, with `level` (the weight
--- in the bucket) and `ts` (microseconds: the instant of its last leak, or of its start). Leaks
--- happen at ts + k * interval; a drain moves ts by whole intervals only, so the phase is kept. A
--- bucket that drains to empty is forgotten: the next allowed call starts one at its own now. A
--- late call (now before ts) drains nothing. A call is allowed when every identifier's bucket,
--- drained to now, has room for its weight; only allowed calls fill the buckets.
+-- The seed's bucket, `level` (the weight in the bucket) and `ts` (microseconds: the instant of its
+-- last leak, or of its start), as one string per identifier at namespace + id, "<level>:<ts>" (one
+-- SET ... PX writes it with its TTL; an earlier version's hash of fields `level` and `ts`, the
+-- seed's layout, is read too: see bucket_pair in lua/prelude.lua). Leaks happen at ts + k *
+-- interval; a drain moves ts by whole intervals only, so the phase is kept. A bucket that drains
+-- to empty is forgotten: the next allowed call starts one at its own now. A late call (now before
+-- ts) drains nothing. A call is allowed when every identifier's bucket, drained to now, has room
+-- for its weight; only allowed calls fill the buckets.
 --
 -- Every number stays a whole number below 2^53, exact in a double: levels and weights are at most
 -- 1e15 (foreign levels below 2^53), instants below 2^53; leaks = floor(elapsed / interval) is
@@ -19,13 +21,13 @@
 -- ARGV[3]      the leak interval (microseconds)
 -- ARGV[4]      "consume" to fill the buckets for an allowed call, "peek" to only look, "reward" to
 --              take the weight out of each bucket drained to now (never below 0; an identifier
---              without a hash gets none; an emptied bucket is deleted)
--- ARGV[5]      the TTL of a hash, in milliseconds (the time a full bucket takes to drain, plus a
+--              without a bucket gets none; an emptied bucket is deleted)
+-- ARGV[5]      the TTL of a bucket, in milliseconds (the time a full bucket takes to drain, plus a
 --              second), set on every write
 -- ARGV[6]        the batch's shape (see each_call in lua/prelude.lua)
 -- then per call: its number of identifiers N, its now (microseconds; "" for the server's clock)
 --              and its weight
--- KEYS         per call, the hashes of its N identifiers
+-- KEYS         per call, the buckets of its N identifiers
 --
 -- Reply: per call (see each_counting_call in lua/prelude.lua), { level, ts, level,
 -- ts, ... }: each identifier's bucket drained to now (before this call; after it for "reward"),
@@ -38,7 +40,7 @@ local capacity = tonumber(ARGV[1])
 local leak_amount = tonumber(ARGV[2])
 local interval = tonumber(ARGV[3])
 local mode = ARGV[4]
--- (As a string: a number given to PEXPIRE costs Redis a conversion.)
+-- (As a string: a number given to SET ... PX costs Redis a conversion.)
 local ttl = ARGV[5]
 
 -- The bucket (level, ts) at now: the leaks due since ts taken out (Bucket::at in Rust).
@@ -57,10 +59,10 @@ local function drained(level, ts, now)
   return level - leaks * leak_amount, ts + leaks * interval
 end
 
+-- Stores a bucket, the string "<level>:<ts>" (see bucket_pair in lua/prelude.lua), with the TTL.
 -- (Whole numbers go to Redis as strings: a number passed to redis.call costs Redis a %.17g.)
 local function write(key, level, ts)
-  redis.call('HSET', key, 'level', string.format('%d', level), 'ts', string.format('%d', ts))
-  redis.call('PEXPIRE', key, ttl)
+  redis.call('SET', key, string.format('%d:%d', level, ts), 'PX', ttl)
 end
 
 -- (lua/lone.lua goes here)
@@ -72,7 +74,7 @@ local function lone_consume()
   end
   local key = KEYS[1]
   local now, server_now = lone_now(ARGV[8])
-  local healthy, level, ts = lone_pair(key, 'level', 'ts')
+  local healthy, level, ts = lone_pair(key)
   if healthy then
     level, ts = drained(level or 0, ts or now, now)
     local weight = tonumber(ARGV[9])
@@ -95,7 +97,7 @@ local function judge(first_key, id_count, now, weight)
   local answer, allowed, found = {}, weight <= capacity, {}
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
-    local level, ts = whole_pair(key, 'level', 'ts')
+    local level, ts = bucket_pair(key, 'level', 'ts')
     found[i] = level ~= nil
     level, ts = drained(level or 0, ts or now, now)
     answer[2 * i + 1], answer[2 * i + 2] = level, ts

@@ -30,22 +30,21 @@ local function lone_whole(value)
   return number % 1 == 0 and number or nil
 end
 
--- The hash at `key` of two whole-number fields written together (see whole_pair in
--- lua/prelude.lua): true, nil, nil when the key holds nothing; true and both values when it holds
--- both and nothing else; false for anything else.
-local function lone_pair(key, first, second)
-  local flat = redis.pcall('HGETALL', key)
-  if #flat == 0 then
-    return not flat.err, nil, nil
+-- The bucket at `key` (see bucket_pair in lua/prelude.lua): true, nil, nil when the key holds
+-- nothing; true and both values when it holds "<a>:<b>" of two whole numbers; false for anything
+-- else (another type, an earlier version's hash, other text), which the batch path answers.
+local function lone_pair(key)
+  local value = redis.pcall('GET', key)
+  if not value then
+    return true, nil, nil
   end
-  if #flat ~= 4 then
+  if type(value) ~= 'string' then
     return false
   end
-  local a, b = lone_whole(flat[2]), lone_whole(flat[4])
-  if flat[1] == first and flat[3] == second and a and b then
+  local a, b = string.match(value, '^(%d+):(%d+)$')
+  a, b = a and lone_whole(a), b and lone_whole(b)
+  if a and b then
     return true, a, b
-  elseif flat[1] == second and flat[3] == first and a and b then
-    return true, b, a
   end
   return false
 end

@@ -117,23 +117,41 @@ local function read_fields(key, slot_of, slot_count, into, valid)
   return found, #flat / 2
 end
 
--- A hash of two whole-number fields always written together (a bucket's level and the instant
--- it is as of): both, or neither (nil, nil) when the key holds nothing; one without the other,
--- or any other field, is data this limiter did not write, and the call fails.
+-- A bucket: two whole numbers always written together (a level, and the instant it is as of),
+-- stored as the string "<first>:<second>" (one SET ... PX writes it with its TTL, where a hash
+-- needs HSET and PEXPIRE). Returns both, or nil, nil when the key holds nothing. A hash of the two
+-- fields `first` and `second` (earlier versions' layout) is read as its two values, and the next
+-- write replaces it with the string. Anything else is data this limiter did not write, and the
+-- call fails.
 -- (pair and pair_slots are scratch, made on first use: most scripts need none, and each table a
 -- script makes costs Redis CPU at every call.)
 local pair, pair_slots
 local function no_other_field()
   return false
 end
-local function whole_pair(key, first, second)
-  if not pair then
-    pair, pair_slots = {}, {}
+local function bucket_pair(key, first, second)
+  local value = redis.pcall('GET', key)
+  if type(value) == 'table' then
+    -- WRONGTYPE: an earlier version's hash, or another type (whose error stands).
+    if redis.call('TYPE', key).ok ~= 'hash' then
+      error(value)
+    end
+    if not pair then
+      pair, pair_slots = {}, {}
+    end
+    pair_slots[first], pair_slots[second] = 1, 2
+    local found = read_fields(key, pair_slots, 2, pair, no_other_field)
+    if found == 1 then
+      corrupt(key, 'holds only one of the fields ' .. first .. ' and ' .. second)
+    end
+    return pair[1] or nil, pair[2] or nil
   end
-  pair_slots[first], pair_slots[second] = 1, 2
-  local found = read_fields(key, pair_slots, 2, pair, no_other_field)
-  if found == 1 then
-    corrupt(key, 'holds only one of the fields ' .. first .. ' and ' .. second)
+  if not value then
+    return nil, nil
   end
-  return pair[1] or nil, pair[2] or nil
+  local a, b = string.match(value, '^([^:]*):([^:]*)$')
+  if not a then
+    corrupt(key, 'holds "' .. value .. '", not ' .. first .. ':' .. second)
+  end
+  return whole(key, first, a), whole(key, second, b)
 end

@@ -1,15 +1,16 @@
 -- The token bucket (src/token_bucket.rs) on Redis, for one or many calls at once.
--- (lua/prelude.lua, which gives it now_of(), each_counting_call() and whole_pair(), goes after a
+-- (lua/prelude.lua, which gives it now_of(), each_counting_call() and bucket_pair(), goes after a
 -- lone consume's path, which has lua/lone.lua.)
 --
--- One hash per identifier, at namespace + id: field `tokens` the bucket's level in scaled units
--- (1/unit of a token, unit = the refill interval in microseconds / gcd(refillAmount, that
--- interval)), and field `ts` the instant (microseconds) that level is as of. The level refills by
+-- One string per identifier, at namespace + id: "<tokens>:<ts>", `tokens` the bucket's level in
+-- scaled units (1/unit of a token, unit = the refill interval in microseconds / gcd(refillAmount,
+-- that interval)), and `ts` the instant (microseconds) that level is as of (an earlier version's
+-- hash of fields `tokens` and `ts` is read too: see bucket_pair in lua/prelude.lua). The level refills by
 -- `rate` units each microsecond up to `full`. A bucket starts at an identifier's first consume,
 -- allowed or refused, holding `fresh` (the `initial` tokens) as of that call; it is forgotten
 -- once it has been full for `forget` microseconds (0 when fresh == full: a full bucket is then
 -- the same as none), the instant it became full following from `tokens` and `ts` (not from the
--- key's expiry), and a forgotten bucket is the same as no hash. A call reads every identifier's
+-- key's expiry), and a forgotten bucket is the same as none. A call reads every identifier's
 -- bucket, refilled up to its now, and takes the weight from all of them only when all hold it.
 -- A refused consume of a weight that can pass (weight <= capacity), when fresh < full, starts the
 -- bucket of each of its identifiers that has none (or a forgotten one), charging nothing, and
@@ -30,7 +31,7 @@
 -- ARGV[9]        the batch's shape (see each_call in lua/prelude.lua)
 -- then per call: its number of identifiers N, its now (microseconds; "" for the server's clock)
 --           and its weight
--- KEYS      per call, the hashes of its N identifiers
+-- KEYS      per call, the buckets of its N identifiers
 --
 -- Reply: per call (see each_counting_call in lua/prelude.lua), { level_1, ahead_1,
 -- ..., level_N, ahead_N }: each bucket at now (scaled units) before this call (after it for
@@ -100,12 +101,13 @@ local function refilled(level, last, now)
   return nil
 end
 
--- Stores a bucket: `level` as of `since`, until it is forgotten (from now: the lead of `since`,
--- the time to full, `forget`) and a second, in milliseconds rounded up term by term. (Whole
--- numbers go to Redis as strings: a number passed to redis.call costs Redis a %.17g.)
+-- Stores a bucket: `level` as of `since` (the string "<tokens>:<ts>", see bucket_pair in
+-- lua/prelude.lua), until it is forgotten (from now: the lead of `since`, the time to full,
+-- `forget`) and a second, in milliseconds rounded up term by term. (Whole numbers go to Redis as
+-- strings: a number passed to redis.call costs Redis a %.17g.)
 local function store(key, level, since, now)
-  redis.call('HSET', key, 'tokens', string.format('%d', level), 'ts', string.format('%d', since))
-  redis.call('PEXPIRE', key, string.format('%d', ceil_div(since - now, 1000) + ceil_div(to_full(level), 1000) + forget_ms + 1000))
+  local ttl = ceil_div(since - now, 1000) + ceil_div(to_full(level), 1000) + forget_ms + 1000
+  redis.call('SET', key, string.format('%d:%d', level, since), 'PX', string.format('%d', ttl))
 end
 
 -- (lua/lone.lua goes here)
@@ -117,7 +119,7 @@ local function lone_consume()
   end
   local key = KEYS[1]
   local now, server_now = lone_now(ARGV[11])
-  local healthy, level, last = lone_pair(key, 'tokens', 'ts')
+  local healthy, level, last = lone_pair(key)
   if healthy then
     local now_level = level and refilled(level, last, now)
     local since = now_level and math.max(last, now) or now
@@ -180,7 +182,7 @@ local function judge(first_key, id_count, now, weight)
   local allowed = need ~= nil
   for i = 0, id_count - 1 do
     local key = KEYS[first_key + i]
-    local level, last = whole_pair(key, 'tokens', 'ts')
+    local level, last = bucket_pair(key, 'tokens', 'ts')
     stored[i] = level ~= nil
     local now_level = level and refilled(level, last, now)
     if now_level then

@@ -33,7 +33,7 @@ pub struct LeakyBucketOptions {
     /// `ceil(capacity / leakAmount) * leakInterval`, the time a full bucket takes to drain, must
     /// stay below 2^53 µs. Required.
     pub leak_interval: f64,
-    /// Prefix of the Redis keys: an id's bucket is a hash at `namespace + id`.
+    /// Prefix of the Redis keys: an id's bucket is a string at `namespace + id`, `<level>:<ts>`.
     /// Default `'ratekeeper:leaky:'`. Ignored in memory.
     pub namespace: Option<String>,
 }

@@ -43,7 +43,7 @@ pub struct TokenBucketOptions {
     /// same as none, forgotten at once). Keep it at least 1 ms (the unit of `timeLeft`) and
     /// longer than the time to refill.
     pub forget_after: Option<f64>,
-    /// Prefix of the Redis keys: an id's bucket is a hash at `namespace + id`.
+    /// Prefix of the Redis keys: an id's bucket is a string at `namespace + id`, `<tokens>:<ts>`.
     /// Default `'ratekeeper:token:'`. Ignored in memory.
     pub namespace: Option<String>,
 }

@@ -236,25 +236,15 @@ pub async fn query_script(
                 Ok(()) => send(connection, cmd, asking).await,
                 // (At `maxmemory`, Redis refuses to load a library: this call goes as a script.)
                 Err(error) if refuses_functions(&error) || error.code() == Some("OOM") => {
-                    if refuses_functions(&error) {
-                        refuse_functions(counters);
-                    }
-                    eval_again(connection, &script.as_eval(cmd), script, asking, counters).await
+                    let refused = refuses_functions(&error);
+                    send_as_eval(connection, cmd, script, asking, counters, refused).await
                 }
                 Err(error) => Err(error),
             }
         }
         Err(error) if refuses_functions(&error) || is_functions_oom(cmd, &error) => {
-            if !is_functions_oom(cmd, &error) {
-                refuse_functions(counters);
-            }
-            let eval = script.as_eval(cmd);
-            match send(connection, &eval, asking).await {
-                Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    eval_again(connection, &eval, script, asking, counters).await
-                }
-                result => result,
-            }
+            let refused = refuses_functions(&error);
+            send_as_eval(connection, cmd, script, asking, counters, refused).await
         }
         result => result,
     }
@@ -271,6 +261,29 @@ fn is_functions_oom(cmd: &Cmd, error: &RedisError) -> bool {
 /// From now on the store sends `EVALSHA`.
 fn refuse_functions(counters: &RedisCounters) {
     counters.eval_only.store(true, Ordering::Relaxed);
+}
+
+/// Sends `cmd`, an `FCALL` of `script`, as its `EVALSHA` (loading the script on `NOSCRIPT`):
+/// from now on when `refused` (Redis or the user refuses Functions), for this call alone
+/// otherwise (Redis refused it, or refused to load its library, at `maxmemory`).
+async fn send_as_eval(
+    connection: &mut MultiplexedConnection,
+    cmd: &Cmd,
+    script: &LuaScript,
+    asking: bool,
+    counters: &RedisCounters,
+    refused: bool,
+) -> Result<Value, RedisError> {
+    if refused {
+        refuse_functions(counters);
+    }
+    let eval = script.as_eval(cmd);
+    match send(connection, &eval, asking).await {
+        Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            eval_again(connection, &eval, script, asking, counters).await
+        }
+        result => result,
+    }
 }
 
 /// Loads the script (after `NOSCRIPT`) and sends `eval`, an `EVALSHA` of it, again.
