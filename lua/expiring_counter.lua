@@ -65,14 +65,124 @@ local function add(key, points, duration)
   return { add_after(key, points, duration, redis.call('PTTL', key)) }
 end
 
--- A batch of one "add" (a lone consume's) is answered here, before the prelude and the rest are
--- set up: each function and table a script makes costs Redis CPU at every call (the prelude's
--- definitions alone cost about 3 µs of a lone consume's 13 to 16: benchmark/RESULTS.md, item 35).
--- A failure (WRONGTYPE, a count that is no integer, a write refused at maxmemory) comes before
--- anything is written, and goes on to the batch path, which answers it (as the lone paths of
--- lua/lone.lua do).
+-- A union's spec ("limit duration" per key) as its limits (numbers) and durations (strings),
+-- parsed once: the calls of one RateLimiterUnion share theirs. Kept from call to call as a
+-- Function (up to 16 specs), for the batch as a script. (specs and the scratch below are made on
+-- first use: most calls are no union, and each table a script makes costs Redis CPU.)
+local specs, spec_count
+local function spec_of(text)
+  local spec = specs and specs[text]
+  if not spec then
+    if not specs or spec_count == 16 then
+      specs, spec_count = {}, 0
+    end
+    spec = { {}, {} }
+    for limit, duration in string.gmatch(text, '(%S+) (%S+)') do
+      spec[1][#spec[1] + 1], spec[2][#spec[2] + 1] = tonumber(limit), duration
+    end
+    specs[text], spec_count = spec, spec_count + 1
+  end
+  return spec[1], spec[2]
+end
+
+-- Per entry of a union (scratch, reused by every union): the entry before it with the same key
+-- (false: none), the count its key held (false: no key), its key's count once the points of the
+-- union's entries so far are added (a key given twice takes them twice), and whether it refused.
+local same_as, held, after, refused
+
+-- Reads the keys of a union from KEYS[first_key] on, one per entry of `limits` and `durations`,
+-- into the scratch above, writing nothing; `count(key, value)` is a key's count (nil: not one).
+-- Returns whether an entry refused, or nil when a key held no count.
+local function union_read(first_key, points, limits, durations, count)
+  if not same_as then
+    same_as, held, after, refused = {}, {}, {}, {}
+  end
+  local added, any_refused = tonumber(points), false
+  for i = 1, #durations do
+    local key = KEYS[first_key + i - 1]
+    same_as[i] = false
+    for earlier = 1, i - 1 do
+      if KEYS[first_key + earlier - 1] == key then
+        same_as[i] = earlier
+      end
+    end
+    if same_as[i] then
+      held[i], after[i] = held[same_as[i]], after[same_as[i]] + added
+    else
+      local value = redis.call('GET', key)
+      held[i] = false
+      if value then
+        held[i] = count(key, value)
+        if not held[i] then
+          return nil
+        end
+      end
+      after[i] = (held[i] or 0) + added
+    end
+    refused[i] = after[i] > limits[i]
+    any_refused = any_refused or refused[i]
+  end
+  return any_refused
+end
+
+-- The union that union_read read: `points` are added to every key, or to none when one would go
+-- over its limit (then each key's answer tells what it holds, and whether it is one that
+-- refused). Answers its keys' numbers in one flat table, four per key (a table per key costs
+-- Redis more to build and to send).
+local function union_answer(first_key, points, durations, any_refused)
+  local answers = {}
+  for i = 1, #durations do
+    local key, at = KEYS[first_key + i - 1], 4 * i - 3
+    if any_refused then
+      -- Nothing written: what the key holds, and the time left of those that refused (the others'
+      -- is not asked for: a refused union answers with the limiters that refused).
+      local left = held[i] and (refused[i] and redis.call('PTTL', key) or 0) or -2
+      answers[at], answers[at + 1], answers[at + 2], answers[at + 3] = held[i] or 0, left, 0, refused[i] and 1 or 0
+    else
+      -- A key absent when read starts with the points (no TTL to ask for); given twice, it has
+      -- them when its second entry adds to it.
+      local left = (held[i] == false and not same_as[i]) and -2 or redis.call('PTTL', key)
+      answers[at], answers[at + 1], answers[at + 2] = add_after(key, points, durations[i], left)
+      answers[at + 3] = 0
+    end
+  end
+  return answers
+end
+
+-- A key's count as the lone path reads it: nil for anything but a whole number (the batch path
+-- then fails the call, see count_of).
+local function lone_count(_, value)
+  return string.match(value, '^-?%d+$') and tonumber(value)
+end
+
+-- A lone union: the batch path's steps for one union call. A key of another type or holding no
+-- count goes on to the batch path with nothing written, which answers it; a write that fails
+-- (at maxmemory) answers its error as the batch path would (see answer_of in lua/prelude.lua).
+local function lone_union()
+  local limits, durations = spec_of(ARGV[4])
+  local read, any_refused = pcall(union_read, 1, ARGV[3], limits, durations, lone_count)
+  if not read or any_refused == nil then
+    return false
+  end
+  local ok, answer = pcall(union_answer, 1, ARGV[3], durations, any_refused)
+  if not ok then
+    answer = type(answer) == 'table' and answer.err or tostring(answer)
+  end
+  return { answer }
+end
+
+-- A batch of one "add" (a lone consume's) or of one "union" (see lone_union) is answered here,
+-- before the prelude and the rest are set up: each function and table a script makes costs Redis
+-- CPU at every call (the prelude's definitions alone cost about 3 µs of a lone consume's 13 to 16:
+-- benchmark/RESULTS.md, item 35). An add's failure (WRONGTYPE, a count that is no integer, a
+-- write refused at maxmemory) comes before anything is written, and goes on to the batch path,
+-- which answers it (as the lone paths of lua/lone.lua do).
 local function lone_consume()
-  if not (ARGV[1] == '+' and ARGV[2] == 'add') then
+  if ARGV[1] ~= '+' then
+    return nil
+  elseif ARGV[2] == 'union' then
+    return lone_union()
+  elseif ARGV[2] ~= 'add' then
     return nil
   end
   local ok, answer = pcall(add, KEYS[1], ARGV[3], ARGV[4])
@@ -122,72 +232,10 @@ local function add_over(key, points, spec)
   return answer
 end
 
--- A union's spec ("limit duration" per key) as its limits (numbers) and durations (strings),
--- parsed once per batch: the calls of one RateLimiterUnion share theirs.
-local specs
-local function spec_of(text)
-  specs = specs or {}
-  local spec = specs[text]
-  if not spec then
-    spec = { {}, {} }
-    for limit, duration in string.gmatch(text, '(%S+) (%S+)') do
-      spec[1][#spec[1] + 1], spec[2][#spec[2] + 1] = tonumber(limit), duration
-    end
-    specs[text] = spec
-  end
-  return spec[1], spec[2]
-end
-
--- Per entry of a union (scratch, reused by every union of the batch): the entry before it with
--- the same key (false: none), the count its key held (false: no key), its key's count once the
--- points of the union's entries so far are added (a key given twice takes them twice), and
--- whether it refused.
-local same_as, held, after, refused
-
--- A union of the keys from KEYS[first_key] on, one per entry of `limits` and `durations`:
--- `points` are added to every key, or to none when one would go over its limit (then each key's
--- answer tells what it holds, and whether it is one that refused). Answers its keys' numbers in
--- one flat table, four per key (a table per key costs Redis more to build and to send).
+-- A union, from the batch: its keys read (a count that is no whole number fails the call), then
+-- written or answered (see union_read and union_answer above).
 local function union(first_key, points, limits, durations)
-  if not same_as then
-    same_as, held, after, refused = {}, {}, {}, {}
-  end
-  local added, any_refused = tonumber(points), false
-  for i = 1, #durations do
-    local key = KEYS[first_key + i - 1]
-    same_as[i] = false
-    for earlier = 1, i - 1 do
-      if KEYS[first_key + earlier - 1] == key then
-        same_as[i] = earlier
-      end
-    end
-    if same_as[i] then
-      held[i], after[i] = held[same_as[i]], after[same_as[i]] + added
-    else
-      local value = redis.call('GET', key)
-      held[i] = value and count_of(key, value)
-      after[i] = (held[i] or 0) + added
-    end
-    refused[i] = after[i] > limits[i]
-    any_refused = any_refused or refused[i]
-  end
-  local answers = {}
-  for i = 1, #durations do
-    local key, at = KEYS[first_key + i - 1], 4 * i - 3
-    if any_refused then
-      -- Nothing written: what the key holds, and the time left of those that refused (the others'
-      -- is not asked for: a refused union answers with the limiters that refused).
-      local left = held[i] and (refused[i] and redis.call('PTTL', key) or 0) or -2
-      answers[at], answers[at + 1], answers[at + 2], answers[at + 3] = held[i] or 0, left, 0, refused[i] and 1 or 0
-    else
-      -- A key absent when read starts with the points (no TTL to ask for); given twice, it has
-      -- them when its second entry adds to it.
-      local left = (held[i] == false and not same_as[i]) and -2 or redis.call('PTTL', key)
-      answers[at], answers[at + 1], answers[at + 2] = add_after(key, points, durations[i], left)
-      answers[at + 3] = 0
-    end
-  end
-  return answers
+  return union_answer(first_key, points, durations, union_read(first_key, points, limits, durations, count_of))
 end
 
 local function call(key, mode, points, duration)

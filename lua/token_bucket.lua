@@ -5,14 +5,14 @@
 -- One string per identifier, at namespace + id: "<tokens>:<ts>", `tokens` the bucket's level in
 -- scaled units (1/unit of a token, unit = the refill interval in microseconds / gcd(refillAmount,
 -- that interval)), and `ts` the instant (microseconds) that level is as of (an earlier version's
--- hash of fields `tokens` and `ts` is read too: see bucket_pair in lua/prelude.lua). The level refills by
--- `rate` units each microsecond up to `full`. A bucket starts at an identifier's first consume,
--- allowed or refused, holding `fresh` (the `initial` tokens) as of that call; it is forgotten
--- once it has been full for `forget` microseconds (0 when fresh == full: a full bucket is then
--- the same as none), the instant it became full following from `tokens` and `ts` (not from the
--- key's expiry), and a forgotten bucket is the same as none. A call reads every identifier's
--- bucket, refilled up to its now, and takes the weight from all of them only when all hold it.
--- A refused consume of a weight that can pass (weight <= capacity), when fresh < full, starts the
+-- hash of fields `tokens` and `ts` is read too: see bucket_pair in lua/prelude.lua). The level
+-- refills by `rate` units each microsecond up to `full`. A bucket starts at an identifier's first
+-- consume, allowed or refused, holding `fresh` (the `initial` tokens) as of that call; it is
+-- forgotten once it has been full for `forget` microseconds (0 when fresh == full: a full bucket
+-- is then the same as none), the instant it became full following from `tokens` and `ts` (not from
+-- the key's expiry), and a forgotten bucket is the same as none. A call reads every identifier's
+-- bucket, refilled up to its now, and takes the weight from all of them only when all hold it. A
+-- refused consume of a weight that can pass (weight <= capacity), when fresh < full, starts the
 -- bucket of each of its identifiers that has none (or a forgotten one), charging nothing, and
 -- leaves the others as they are; otherwise refusals write nothing.
 --
