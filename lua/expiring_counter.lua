@@ -149,8 +149,8 @@ local function union_answer(first_key, points, durations, any_refused)
   return answers
 end
 
--- A key's count as the lone path reads it: nil for anything but a whole number (the batch path
--- then fails the call, see count_of).
+-- The count a key holds: its string as a whole number (what INCRBY keeps), or nil for anything
+-- else, which the lone path leaves to the batch path, where count_of fails the call.
 local function lone_count(_, value)
   return string.match(value, '^-?%d+$') and tonumber(value)
 end
@@ -199,13 +199,9 @@ end
 
 -- (lua/prelude.lua goes here)
 
--- The count a key holds: its string as a whole number (what INCRBY keeps), or the call's failure.
+-- The count a key holds (see lone_count), or the call's failure.
 local function count_of(key, value)
-  local points = tonumber(value)
-  if not points or not string.match(value, '^-?%d+$') then
-    corrupt(key, 'holds ' .. value .. ', not a whole number of points')
-  end
-  return points
+  return lone_count(key, value) or corrupt(key, 'holds ' .. value .. ', not a whole number of points')
 end
 
 -- "set": the key starts again, holding `points`.
