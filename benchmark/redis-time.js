@@ -3,18 +3,29 @@
 // Redis's own time per lone call, ratekeeper's against each peer's (issue 24): the scenarios of
 // `npm run bench` on Redis, on its clients (the peers' ioredis on its defaults), one caller, each
 // call awaited before the next. Per run, on an emptied Redis with its command stats reset, after
-// untimed calls: the microseconds Redis spent in the top-level commands (EVALSHA or EVAL, or MULTI
-// and EXEC; commands run inside them are counted in these too) over the calls, and how many of
-// each command a call ran; and, around the same calls, the wall time per call and redis-server's
-// whole CPU time per call (every thread's, from /proc: reading the request, the commands, writing
-// the reply, the system calls), of which what is not in the top-level commands is the server's work
-// around them. Rounds alternate who goes first; medians. benchmark/RESULTS.md, items 36 and 39.
+// untimed calls: the microseconds Redis spent in the top-level commands (EVALSHA or EVAL, FCALL,
+// or MULTI and EXEC; commands run inside them are counted in these too) over the calls, and how
+// many of each command a call ran; and, around the same calls, the wall time per call, the CPU
+// time this process spent per call (every thread's: the client's side) and redis-server's whole
+// CPU time per call (every thread's, from /proc: reading the request, the commands, writing the
+// reply, the system calls), of which what is not in the top-level commands is the server's work
+// around them. What the wall time holds beyond the two CPU times is waiting: each side waking the
+// other. Rounds alternate who goes first; medians. benchmark/RESULTS.md, items 36, 39 and 40.
 //
-//   npm run bench:redis-time [-- "token bucket"] [-- --rounds 5 --calls 3000] [-- --eval]
+// --replay: each library's lone call is captured once (MONITOR) and sent again by
+// redis-benchmark (`-c 1`), so that the client is the same for both sides and only Redis's work
+// differs: per run CALLS calls on one known id, then CALLS calls each on a new id (the captured
+// id replaced by redis-benchmark's __rand_int__); Redis's time per call (`usec_per_call`) and its
+// whole CPU per call. A call the library sends as more than one command is not replayed. An
+// argument that carries the caller's clock is replayed as captured: a known id then stays as of
+// that instant (its later calls are refused, as most calls over 10 ids are in `npm run bench`).
+//
+//   npm run bench:redis-time [-- "token bucket"] [-- --rounds 5 --calls 3000] [-- --eval] [-- --replay]
 //
 // (--eval: ratekeeper's scripts as EVALSHA, as on Redis 6.2, instead of Redis Functions.
 // BENCH_CLOCK=local: see benchmark/bench.js.)
 
+const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const { scenarios, connectClients } = require('./bench.js')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
@@ -27,6 +38,10 @@ const option = (name, fallback) => {
 const ROUNDS = option('rounds', 5)
 const CALLS = option('calls', 3000)
 const ONLY = argv.find((arg, i) => !arg.startsWith('--') && !['--rounds', '--calls'].includes(argv[i - 1]))
+/** `--replay`: each side's captured lone call sent again by redis-benchmark (see above). */
+const REPLAY = argv.includes('--replay')
+/** The id a replayed call is captured with, replaced in its keys and arguments. */
+const PROBE_ID = 'replay-probe'
 /** `--eval`: ratekeeper's store with `functions: false` (EVALSHA, as on Redis 6.2). */
 const FUNCTIONS = !argv.includes('--eval')
 const UNTIMED = 300
@@ -64,38 +79,124 @@ function serverCpuMicros(pid) {
   return nanos / 1000
 }
 
+/** Each side's calls made in this process, timed as the header above says: a table row per id count. */
+async function measureInProcess(scenario, clients, server) {
+  for (const ids of [10, 10_000]) {
+    const micros = { ours: [], theirs: [] }
+    const serverCpu = { ours: [], theirs: [] }
+    const clientCpu = { ours: [], theirs: [] }
+    const wall = { ours: [], theirs: [] }
+    const perCall = {}
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const who of round % 2 ? ['theirs', 'ours'] : ['ours', 'theirs']) {
+        await clients.flush()
+        const warm = scenario[who]()
+        for (let i = 0; i < UNTIMED; i++) await warm(`warm-${i % ids}`)
+        await clients.flush()
+        await commandStats(clients.ioredis)
+        const attempt = scenario[who]()
+        const cpuBefore = serverCpuMicros(server.pid)
+        const clientBefore = process.cpuUsage()
+        const started = process.hrtime.bigint()
+        for (let i = 0; i < CALLS; i++) await attempt(`user-${(i * 7919) % ids}`)
+        wall[who].push(Number(process.hrtime.bigint() - started) / 1000 / CALLS)
+        const client = process.cpuUsage(clientBefore)
+        clientCpu[who].push((client.user + client.system) / CALLS)
+        serverCpu[who].push((serverCpuMicros(server.pid) - cpuBefore) / CALLS)
+        const { micros: spent, counts } = await commandStats(clients.ioredis)
+        micros[who].push(spent / CALLS)
+        perCall[who] = Object.entries(counts).map(([name, n]) => `${name} ${(n / CALLS).toFixed(2)}`).join(', ')
+      }
+    }
+    const pair = (values) => `${median(values.ours).toFixed(1)} / ${median(values.theirs).toFixed(1)}`
+    console.log(`| ${scenario.name} | ${ids} | ${median(micros.ours).toFixed(2)} | ${median(micros.theirs).toFixed(2)} | ${pair(serverCpu)} | ${pair(clientCpu)} | ${pair(wall)} | ${perCall.ours} | ${perCall.theirs} |`)
+  }
+}
+
+/**
+ * The command(s) one call of `attempt` sends, as MONITOR sees them: those naming PROBE_ID (not
+ * the commands scripts run, nor a connection's own set-up).
+ */
+async function capturedCall(clients, attempt) {
+  const monitor = await clients.ioredis.monitor()
+  const sent = []
+  monitor.on('monitor', (time, args, source) => {
+    if (source !== 'lua' && args.some((arg) => arg.includes(PROBE_ID))) sent.push(args)
+  })
+  await attempt(PROBE_ID)
+  // MONITOR's feed may trail the reply: a PING through it comes after what it saw before.
+  await clients.ioredis.ping()
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  monitor.disconnect()
+  return sent
+}
+
+/** Whether `arg` is the caller's clock: now in milliseconds or microseconds, give or take a day. */
+const isClock = (arg) => /^(\d{13}|\d{16})$/.test(arg) && Math.abs(Number(arg.slice(0, 13)) - Date.now()) < 86_400_000
+
+/** `command` sent CALLS times by redis-benchmark, one at a time: Redis's µs per call and its whole CPU per call. */
+async function replayed(clients, server, command, id) {
+  await clients.flush()
+  await commandStats(clients.ioredis)
+  const args = command.map((arg) => arg.split(PROBE_ID).join(id))
+  const cpuBefore = serverCpuMicros(server.pid)
+  const run = spawnSync('redis-benchmark', ['-h', '127.0.0.1', '-p', String(server.port), '-c', '1', '-n', String(CALLS), '-r', '1000000000', ...args], { encoding: 'utf8' })
+  const cpu = (serverCpuMicros(server.pid) - cpuBefore) / CALLS
+  const { micros, counts } = await commandStats(clients.ioredis)
+  const name = command[0].toLowerCase()
+  if (run.status !== 0 || counts[name] !== CALLS) {
+    throw new Error(`redis-benchmark did not replay ${name} ${CALLS} times (${counts[name]}): ${run.stderr || run.stdout.slice(-300)}`)
+  }
+  return { micros: micros / CALLS, cpu }
+}
+
+/** Each side's lone call replayed (--replay): a table row per id kind. */
+async function measureReplayed(scenario, clients, server) {
+  const commands = {}
+  for (const who of ['ours', 'theirs']) {
+    const attempt = scenario[who]()
+    // A first call loads the scripts (and opens ratekeeper's lane): the captured one is a lone call's.
+    await attempt('replay-warm')
+    await attempt('replay-warm')
+    const sent = await capturedCall(clients, attempt)
+    const again = await capturedCall(clients, attempt)
+    const library = who === 'ours' ? 'ratekeeper' : 'the peer'
+    const skip = (why) => console.log(`| ${scenario.name} | (not replayed: ${library} ${why}) | | | |`)
+    if (sent.length !== 1 || again.length !== 1) {
+      return skip(`sends ${sent.map((args) => args[0]).join(', ') || 'nothing'} per call`)
+    }
+    // An argument of the call's own (the sliding log's member) would make every replay the same
+    // action again: such calls are not replayed. The caller's clock is (see above).
+    if (sent[0].some((arg, i) => arg !== again[0][i] && !isClock(arg))) return skip('sends an argument of its own with each call')
+    commands[who] = sent[0]
+  }
+  for (const [kind, id] of [['one known id', 'replay-known'], ['a new id each', 'replay-__rand_int__']]) {
+    const micros = { ours: [], theirs: [] }
+    const cpu = { ours: [], theirs: [] }
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const who of round % 2 ? ['theirs', 'ours'] : ['ours', 'theirs']) {
+        const run = await replayed(clients, server, commands[who], id)
+        micros[who].push(run.micros)
+        cpu[who].push(run.cpu)
+      }
+    }
+    const pair = (values) => `${median(values.ours).toFixed(2)} / ${median(values.theirs).toFixed(2)}`
+    console.log(`| ${scenario.name} | ${kind} | ${pair(micros)} | ${pair(cpu)} | ${commands.ours[0]} ${commands.ours.length - 1} arguments / ${commands.theirs[0]} ${commands.theirs.length - 1} |`)
+  }
+}
+
 async function main() {
   const server = await startRedis()
   const clients = await connectClients(server.port, { autoPipelining: false, functions: FUNCTIONS })
-  console.log('| scenario | ids | ratekeeper µs per call | peer µs per call | ratekeeper / peer: redis-server CPU per call | wall per call | ratekeeper commands per call | peer commands per call |')
-  console.log('|---|---:|---:|---:|---:|---:|---|---|')
+  if (REPLAY) {
+    console.log('| scenario | calls on | Redis µs per call (ratekeeper / peer) | redis-server CPU per call | command sent |')
+    console.log('|---|---|---:|---:|---|')
+  } else {
+    console.log('| scenario | ids | ratekeeper µs per call | peer µs per call | ratekeeper / peer: redis-server CPU per call | this process\'s CPU per call | wall per call | ratekeeper commands per call | peer commands per call |')
+    console.log('|---|---:|---:|---:|---:|---:|---:|---|---|')
+  }
   for (const scenario of scenarios(clients).filter((s) => s.redis && (!ONLY || s.name.includes(ONLY)))) {
-    for (const ids of [10, 10_000]) {
-      const micros = { ours: [], theirs: [] }
-      const serverCpu = { ours: [], theirs: [] }
-      const wall = { ours: [], theirs: [] }
-      const perCall = {}
-      for (let round = 0; round < ROUNDS; round++) {
-        for (const who of round % 2 ? ['theirs', 'ours'] : ['ours', 'theirs']) {
-          await clients.flush()
-          const warm = scenario[who]()
-          for (let i = 0; i < UNTIMED; i++) await warm(`warm-${i % ids}`)
-          await clients.flush()
-          await commandStats(clients.ioredis)
-          const attempt = scenario[who]()
-          const cpuBefore = serverCpuMicros(server.pid)
-          const started = process.hrtime.bigint()
-          for (let i = 0; i < CALLS; i++) await attempt(`user-${(i * 7919) % ids}`)
-          wall[who].push(Number(process.hrtime.bigint() - started) / 1000 / CALLS)
-          serverCpu[who].push((serverCpuMicros(server.pid) - cpuBefore) / CALLS)
-          const { micros: spent, counts } = await commandStats(clients.ioredis)
-          micros[who].push(spent / CALLS)
-          perCall[who] = Object.entries(counts).map(([name, n]) => `${name} ${(n / CALLS).toFixed(2)}`).join(', ')
-        }
-      }
-      const pair = (values) => `${median(values.ours).toFixed(1)} / ${median(values.theirs).toFixed(1)}`
-      console.log(`| ${scenario.name} | ${ids} | ${median(micros.ours).toFixed(2)} | ${median(micros.theirs).toFixed(2)} | ${pair(serverCpu)} | ${pair(wall)} | ${perCall.ours} | ${perCall.theirs} |`)
-    }
+    await (REPLAY ? measureReplayed : measureInProcess)(scenario, clients, server)
   }
   clients.ioredis.disconnect()
   clients.ioredis4.disconnect()
