@@ -332,6 +332,10 @@ describe('Redis Sentinel', () => {
       const roles = await Promise.all(setup.nodes.filter((node) => !node.killed).map((node) => node.cli('ROLE').then((role) => `${node.port}: ${role.split('\n')[0]}`, (error) => `${node.port}: ${error.message}`)))
       return `\n${timeline.join('\n')}\nthe sentinels name: ${JSON.stringify(named)}\nroles: ${roles.join(', ')}\nstats: ${JSON.stringify(watched.stats())}`
     }
+    /** Fails with `what` and the diagnosis (read only then) unless `ok`. */
+    const expect = async (ok, what) => {
+      if (!ok) assert.fail(`${what}${await diagnosis()}`)
+    }
     try {
       const old = await setup.masterPort()
       await setup.sentinelsAgree(old)
@@ -352,16 +356,14 @@ describe('Redis Sentinel', () => {
       const moved = await setup.switchedFrom(old)
       await setup.sentinelsAgree(moved)
       mark(`the sentinels agree on ${moved}`)
-      assert.deepEqual(reconnects, [], `with no subscription and no call, the store did not move${await diagnosis()}`)
+      await expect(reconnects.length === 0, `with no subscription and no call, the store did not move: ${JSON.stringify(reconnects)}`)
       // Let in again: it subscribes, asks that sentinel, and moves with no call made.
       await eachSentinel('ACL', 'SETUSER', 'watcher', '&*')
       mark('let in')
       const deadline = Date.now() + 15_000
       while (!reconnects.includes(`127.0.0.1:${moved}`) && Date.now() < deadline) await sleep(20)
-      if (!reconnects.includes(`127.0.0.1:${moved}`)) {
-        assert.fail(`the store did not move to the new primary ${moved} (the old ${old}):${await diagnosis()}`)
-      }
-      assert.deepEqual(reconnects, [`127.0.0.1:${moved}`], `the new primary is ${moved}, the old ${old}${await diagnosis()}`)
+      const movedOnce = reconnects.length === 1 && reconnects[0] === `127.0.0.1:${moved}`
+      await expect(movedOnce, `the store moved to the new primary ${moved} alone (the old ${old}): it reported ${JSON.stringify(reconnects)}`)
       assert.equal((await limiter.consume('id', { now })).remaining, 98, 'the first call went to the new primary')
       assert.equal(watched.stats().failures.ERR_STORE_UNAVAILABLE, 0, 'no call failed')
     } finally {
