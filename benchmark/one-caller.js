@@ -101,13 +101,29 @@ async function commandMicros(client) {
   return Object.fromEntries([...stats.matchAll(/cmdstat_(\w+):calls=(\d+),usec=\d+,usec_per_call=([\d.]+)/g)].map(([, name, , per]) => [name, Number(per)]))
 }
 
+/**
+ * The script `name` of lua/ as ratekeeper sends it as EVALSHA (`with_prelude` in
+ * src/binding/mod.rs): lua/lone.lua in place of its line `-- (lua/lone.lua goes here)`, and
+ * lua/prelude.lua in place of its line `-- (lua/prelude.lua goes here)`, or in front.
+ */
+function script(lua, name) {
+  const text = lua(name).replace('-- (lua/lone.lua goes here)\n', () => lua('lone'))
+  const [head, rest] = text.split('-- (lua/prelude.lua goes here)\n')
+  return rest === undefined ? lua('prelude') + text : head + lua('prelude') + rest
+}
+
 async function main() {
   const server = await startRedis()
   const ioredis = new IORedis(server.port, '127.0.0.1')
   const lua = (name) => fs.readFileSync(path.join(__dirname, '..', 'lua', `${name}.lua`), 'utf8')
-  const sha = await ioredis.script('LOAD', `${lua('prelude')}\n${lua('fixed_window')}`)
+  const sha = await ioredis.script('LOAD', script(lua, 'fixed_window'))
+  // ratekeeper as it runs by default (its script as a Redis Function, FCALL), and with
+  // `functions: false` (EVALSHA of the same script as ioredis's path below: the same work for Redis).
   const store = await ratekeeper.RedisStore.connect(server.url)
-  const fixed = new ratekeeper.FixedWindow({ client: store, namespace: 'rk:', limits: [{ duration: 60_000, limit: 100 }] })
+  const evalStore = await ratekeeper.RedisStore.connect({ url: server.url, functions: false })
+  const windowOptions = { namespace: 'rk:', limits: [{ duration: 60_000, limit: 100 }] }
+  const fixed = new ratekeeper.FixedWindow({ client: store, ...windowOptions })
+  const fixedEval = new ratekeeper.FixedWindow({ client: evalStore, ...windowOptions })
   const flexible = new RateLimiterRedis({ storeClient: ioredis, keyPrefix: 'rlf', points: 100, duration: 60 })
   const thread = handOff()
   // ratekeeper's arguments for one consume of one id under one limit, on the server's clock: L,
@@ -119,24 +135,27 @@ async function main() {
     'ioredis EVALSHA (the fixed window script)': (i) => ioredis.evalsha(sha, 1, `io:u${i % IDS}`, ...scriptArgs),
     'ratekeeper FixedWindow.consume (direct lane)': (i) => fixed.consume(`u${i % IDS}`),
     'ratekeeper FixedWindow.consume (the usual way: lanes off)': (i) => fixed.consume(`u${i % IDS}`),
+    'ratekeeper FixedWindow.consume (direct lane, functions: false)': (i) => fixedEval.consume(`u${i % IDS}`),
     'rate-limiter-flexible consume': (i) => flexible.consume(`u${i % IDS}`).catch(() => {}),
   }
-  // Redis's time per EVALSHA where the path sends one.
+  // Redis's time per script call (FCALL or EVALSHA) where the path sends one.
   const sendsScript = new Set([
     'ioredis EVALSHA (the fixed window script)',
     'ratekeeper FixedWindow.consume (direct lane)',
     'ratekeeper FixedWindow.consume (the usual way: lanes off)',
+    'ratekeeper FixedWindow.consume (direct lane, functions: false)',
     'rate-limiter-flexible consume',
   ])
   const rounds = await interleaved(ioredis, Object.keys(paths), async (name) => {
     // (Set once per run, not per call: outside what is timed.)
     native.setDirectLanes(!name.includes('lanes off'))
     const result = await time(paths[name])
-    if (sendsScript.has(name)) result.redis = (await commandMicros(ioredis)).evalsha
+    const micros = await commandMicros(ioredis)
+    if (sendsScript.has(name)) result.redis = micros.fcall ?? micros.evalsha
     return result
   })
   console.log(`One caller, ${CALLS} awaited calls per run over ${IDS.toLocaleString('en')} ids, ${ROUNDS} rounds (medians), Node ${process.version}, ${(await ioredis.info('server')).match(/redis_version:(\S+)/)[1]}:\n`)
-  console.log('| path | p50 | p99 | calls/s | Redis time per EVALSHA |')
+  console.log('| path | p50 | p99 | calls/s | Redis time per FCALL or EVALSHA |')
   console.log('|---|---:|---:|---:|---:|')
   for (const [name, results] of Object.entries(rounds)) {
     const of = (field) => median(results.map((r) => r[field]))
@@ -146,6 +165,7 @@ async function main() {
   await redisSide(ioredis, lua, scriptArgs)
   await thread.close()
   await store.close()
+  await evalStore.close()
   ioredis.disconnect()
   await server.stop()
 }
@@ -159,12 +179,12 @@ async function main() {
  */
 async function redisSide(ioredis, lua, scriptArgs) {
   const prelude = lua('prelude')
-  const fixed = lua('fixed_window')
+  const fixed = script(lua, 'fixed_window')
   const variants = {
     'an empty script (return 1)': ['return 1', []],
     'the prelude alone (then return 1)': [`${prelude}\nreturn 1`, []],
-    "the fixed window's script, on the server's clock": [`${prelude}\n${fixed}`, scriptArgs],
-    "the fixed window's script, with the call's now": [`${prelude}\n${fixed}`, [...scriptArgs.slice(0, -2), '1700000000000000', '1']],
+    "the fixed window's script, on the server's clock": [fixed, scriptArgs],
+    "the fixed window's script, with the call's now": [fixed, [...scriptArgs.slice(0, -2), '1700000000000000', '1']],
     // The floor of ratekeeper's layout: what any fixed window on the server's clock in a hash of
     // an id's counters must ask Redis for a lone consume of a new id, and nothing else (no checks,
     // no batch, one argument).

@@ -206,7 +206,11 @@ async function main() {
   process.exit(0)
 }
 
-main().catch((error) => {
-  console.error(error)
-  process.exit(1)
-})
+if (require.main === module) {
+  main().catch((error) => {
+    console.error(error)
+    process.exit(1)
+  })
+}
+
+module.exports = { capturedCall, median, PROBE_ID }

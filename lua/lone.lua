@@ -41,9 +41,11 @@ local function lone_pair(key)
   if type(value) ~= 'string' then
     return false
   end
+  -- Digits only: tonumber gives whole numbers from 0 (as lone_whole, whose other checks these
+  -- pass), up to the bound (nil when the pattern does not match).
   local a, b = string.match(value, '^(%d+):(%d+)$')
-  a, b = a and lone_whole(a), b and lone_whole(b)
-  if a and b then
+  a, b = tonumber(a), tonumber(b)
+  if a and b and a < 9007199254740992 and b < 9007199254740992 then
     return true, a, b
   end
   return false

@@ -45,9 +45,11 @@
 -- representable, and IEEE arithmetic rounds to it). Every value formed here is: levels and
 -- weight * unit are at most full <= 2^53 (weight * unit only for weight <= capacity), instants are
 -- at most 4 * 10^15 < 2^53 (stored ones below 2^53), the time to full at most full, and
--- rate * elapsed is only formed below the time to full, where it is below full - level. The time
--- to full plus `forget` may pass 2^53: it is never formed (their difference is compared), and a
--- TTL is summed in milliseconds, each term rounded up.
+-- rate * elapsed is only added to a level below the time to full, where it is below
+-- full - level. It is compared with full - level first, which is exact as a comparison: below
+-- 2^53 the product is exact, and at or above it, it rounds to 2^53 or more, above full - level
+-- either way. The time to full plus `forget` may pass 2^53: it is never formed (their difference
+-- is compared), and a TTL is summed in milliseconds, each term rounded up.
 --
 -- floor(a / b) is exact for whole 0 <= a <= 2^53 and b >= 1. Let q = floor(a / b), so that
 -- q <= a / b <= q + 1 - 1 / b. q (at most a) is a double, so the rounded quotient is at least q;
@@ -88,14 +90,18 @@ local function to_full(level)
 end
 
 -- The level at now of a bucket that held `level` at `last`, or nil when it has been full for
--- `forget` by now (and so is forgotten). A late call (now before last) gets no refill.
+-- `forget` by now (and so is forgotten). A late call (now before last) gets no refill. (Whole
+-- microseconds: elapsed * rate < full - level says elapsed < to_full(level), without its
+-- divisions; this runs at every call, and each function call and division costs Redis.)
 local function refilled(level, last, now)
-  local elapsed = math.max(0, now - last)
-  local until_full = to_full(level)
-  if elapsed < until_full then
+  local elapsed = now - last
+  if elapsed < 0 then
+    elapsed = 0
+  end
+  if level < full and elapsed * rate < full - level then
     return level + rate * elapsed
   end
-  if elapsed - until_full < forget then
+  if elapsed - to_full(level) < forget then
     return full
   end
   return nil
@@ -106,7 +112,13 @@ end
 -- `forget`) and a second, in milliseconds rounded up term by term. (Whole numbers go to Redis as
 -- strings: a number passed to redis.call costs Redis a %.17g.)
 local function store(key, level, since, now)
-  local ttl = ceil_div(since - now, 1000) + ceil_div(to_full(level), 1000) + forget_ms + 1000
+  local ttl = forget_ms + 1000
+  if since > now then
+    ttl = ttl + ceil_div(since - now, 1000)
+  end
+  if level < full then
+    ttl = ttl + ceil_div(ceil_div(full - level, rate), 1000)
+  end
   redis.call('SET', key, string.format('%d:%d', level, since), 'PX', string.format('%d', ttl))
 end
 
@@ -122,7 +134,7 @@ local function lone_consume()
   local healthy, level, last = lone_pair(key)
   if healthy then
     local now_level = level and refilled(level, last, now)
-    local since = now_level and math.max(last, now) or now
+    local since = now_level and last > now and last or now
     local held = now_level or fresh
     local weight = tonumber(ARGV[12])
     local need = weight <= capacity and weight * unit or nil
