@@ -351,11 +351,18 @@ describe('Redis Sentinel', () => {
       await eachSentinel('CLIENT', 'KILL', 'USER', 'watcher')
       mark('shut out')
       await setup.replicasCaughtUp()
-      await setup.failover()
-      mark('failover asked')
-      const moved = await setup.switchedFrom(old)
-      await setup.sentinelsAgree(moved)
-      mark(`the sentinels agree on ${moved}`)
+      // The failover must hold before the store is let in: one that the sentinels undid a second
+      // later (in CI, on Redis 6.2; and, by the same symptom, on Valkey 9) left the store rightly
+      // on the old primary, where this test looked for it on the new one. Asked again when so.
+      let moved = old
+      for (let attempt = 1; moved === old; attempt++) {
+        assert.ok(attempt <= 3, `three SENTINEL FAILOVERs left the primary on ${old}`)
+        await setup.failover()
+        mark('failover asked')
+        await setup.switchedFrom(old)
+        moved = await setup.settled()
+        mark(`the sentinels and the nodes agree on ${moved}`)
+      }
       await expect(reconnects.length === 0, `with no subscription and no call, the store did not move: ${JSON.stringify(reconnects)}`)
       // Let in again: it subscribes, asks that sentinel, and moves with no call made.
       await eachSentinel('ACL', 'SETUSER', 'watcher', '&*')

@@ -24,35 +24,40 @@ local configuration_args = 4
 local interval = tonumber(ARGV[1])
 local buckets = tonumber(ARGV[2])
 
+-- Empties bucket `b` for an add to `bucket` (which it never empties): when `b` holds a count,
+-- drops it from `counts` and appends it to `emptied`, made when first needed; returns `emptied`.
+local function emptied_with(emptied, counts, b, bucket)
+  if b ~= bucket and counts[b] then
+    counts[b] = nil
+    emptied = emptied or {}
+    emptied[#emptied + 1] = b
+  end
+  return emptied
+end
+
 -- redback's add, on the circle `counts` read at `key` (updated to what is written); returns the
--- new `last`.
+-- new `last`. It empties the two buckets ahead, as redback, and every bucket skipped since the last
+-- add; the bucket added to starts at 1 when it is one of those. (No table but for what it empties,
+-- usually nothing: each table costs Redis at every call.)
 local function add(key, current, counts, last)
-  local emptied, zero = {}, {}
-  if last and last < current then
-    for b = math.max(last + 1, current - buckets + 1), current do
-      zero[b % buckets] = true
-    end
-  end
-  zero[(current + 1) % buckets] = true
-  zero[(current + 2) % buckets] = true
   local bucket = current % buckets
-  local count = 1
-  if not zero[bucket] then
-    count = (counts[bucket] or 0) + 1
-  end
-  zero[bucket] = nil
-  -- Only the buckets that hold a count are deleted: usually none, and then no HDEL.
-  for b in pairs(zero) do
-    if counts[b] then
-      emptied[#emptied + 1] = b
-      counts[b] = nil
+  local ahead, after = (current + 1) % buckets, (current + 2) % buckets
+  local fresh = ahead == bucket or after == bucket
+  local emptied = emptied_with(nil, counts, ahead, bucket)
+  emptied = emptied_with(emptied, counts, after, bucket)
+  if last and last < current then
+    -- The skipped buckets run up to the current one: it starts again.
+    fresh = true
+    for b = math.max(last + 1, current - buckets + 1), current - 1 do
+      emptied = emptied_with(emptied, counts, b % buckets, bucket)
     end
   end
+  local count = fresh and 1 or (counts[bucket] or 0) + 1
   counts[bucket] = count
   last = math.max(current, last or current)
   -- Written first: at maxmemory, Redis refuses a script's writes only until its first one.
-  redis.call('HSET', key, bucket, count, 'last', last)
-  if #emptied > 0 then
+  redis.call('HSET', key, string.format('%d', bucket), string.format('%d', count), 'last', string.format('%d', last))
+  if emptied then
     redis.call('HDEL', key, unpack(emptied))
   end
   redis.call('EXPIRE', key, ARGV[3])
