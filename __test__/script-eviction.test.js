@@ -11,14 +11,13 @@
 const { it } = require('node:test')
 const assert = require('node:assert/strict')
 const crypto = require('node:crypto')
-const fs = require('node:fs')
-const path = require('node:path')
 const IORedis = require('ioredis')
 
 const { RateLimiter, createRateLimit, RedisStore } = require('..')
 const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
 const { useRedisServer, serverSupports } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
+const { scriptNames, evalScript } = require('./helpers/lua-scripts.js')
 const flexible = require('../flexible.js')
 
 const redis = useRedisServer()
@@ -118,25 +117,9 @@ function twins(name, { create, call }, store, seed) {
   }
 }
 
-/**
- * The SHA1 of each script ratekeeper runs: lua/prelude.lua, then a limiter's own, or the prelude
- * in place of the script's line `-- (lua/prelude.lua goes here)`; and lua/lone.lua in place of
- * its line `-- (lua/lone.lua goes here)` (src/binding/mod.rs).
- */
+/** The SHA1 of each script ratekeeper runs as EVALSHA (see helpers/lua-scripts.js). */
 function ratekeeperScripts() {
-  const dir = path.join(__dirname, '..', 'lua')
-  const read = (file) => fs.readFileSync(path.join(dir, file), 'utf8')
-  const prelude = read('prelude.lua')
-  const here = '-- (lua/prelude.lua goes here)\n'
-  return fs
-    .readdirSync(dir)
-    .filter((file) => file.endsWith('.lua') && !['prelude.lua', 'lone.lua'].includes(file))
-    .map((file) => {
-      const script = read(file).replace('-- (lua/lone.lua goes here)\n', () => read('lone.lua'))
-      const at = script.indexOf(here)
-      const text = at === -1 ? prelude + script : script.slice(0, at) + prelude + script.slice(at + here.length)
-      return crypto.createHash('sha1').update(text).digest('hex')
-    })
+  return scriptNames().map((name) => crypto.createHash('sha1').update(evalScript(name)).digest('hex'))
 }
 
 /** A field of an INFO section as a number, or undefined when the server has no such field. */

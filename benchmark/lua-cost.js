@@ -19,11 +19,11 @@
 // Needs Redis 7 or later (Functions). Prints a table; writes no files.
 
 const { execFileSync } = require('node:child_process')
-const fs = require('node:fs')
 const path = require('node:path')
 const { scenarios, connectClients } = require('./bench.js')
 const { capturedCall, median, PROBE_ID } = require('./redis-time.js')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
+const { configuredPart } = require('../__test__/helpers/lua-scripts.js')
 
 const argv = process.argv.slice(2)
 const VALUED = ['--rounds', '--loops', '--calls', '--against']
@@ -37,13 +37,11 @@ const CALLS = Number(option('calls', 10))
 const AGAINST = option('against', 'HEAD')
 const ONLY = argv.find((arg, i) => !arg.startsWith('--') && !VALUED.includes(argv[i - 1]))
 const ROOT = path.join(__dirname, '..')
-/** The lines that end a script's configured part (`CONFIGURED_HERE` in src/store/script.rs). */
-const CONFIGURED_HERE = "-- (a Function's configured part ends here)\n"
 
-/** `file` of lua/ at git revision `revision`, or in the working tree for null. */
-function luaFile(revision, file) {
-  if (revision === null) return fs.readFileSync(path.join(ROOT, 'lua', file), 'utf8')
-  return execFileSync('git', ['-C', ROOT, 'show', `${revision}:lua/${file}`], { encoding: 'utf8' })
+/** A reader of lua/'s files at git revision `revision`, or in the working tree for null. */
+function luaAt(revision) {
+  if (revision === null) return undefined
+  return (file) => execFileSync('git', ['-C', ROOT, 'show', `${revision}:lua/${file}`], { encoding: 'utf8' })
 }
 
 /**
@@ -52,13 +50,12 @@ function luaFile(revision, file) {
  * the loop's count. It answers 1, or fails when the lone path did not answer.
  */
 function loopLibrary(name, script, revision) {
-  const whole = luaFile(revision, `${script}.lua`).replace('-- (lua/lone.lua goes here)\n', () => luaFile(revision, 'lone.lua'))
-  const end = whole.indexOf(CONFIGURED_HERE)
-  if (end === -1) throw new Error(`lua/${script}.lua at ${revision ?? 'the working tree'} has no lone path`)
+  const configured = configuredPart(script, luaAt(revision))
+  if (configured === null) throw new Error(`lua/${script}.lua at ${revision ?? 'the working tree'} has no lone path`)
   return `#!lua name=${name}
 local KEYS, ARGV
 local function configure()
-${whole.slice(0, end)}
+${configured}
 return lone_consume
 end
 redis.register_function('${name}', function(keys, args)

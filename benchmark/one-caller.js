@@ -30,6 +30,7 @@ const { RateLimiterRedis } = require('rate-limiter-flexible')
 const ratekeeper = require('..')
 const native = require('../lib/native.js')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
+const { evalScript } = require('../__test__/helpers/lua-scripts.js')
 
 const args = Object.fromEntries(process.argv.slice(2).map((v, i, a) => (i % 2 ? null : [v.replace(/^--/, ''), Number(a[i + 1])])).filter(Boolean))
 const ROUNDS = args.rounds ?? 7
@@ -101,22 +102,11 @@ async function commandMicros(client) {
   return Object.fromEntries([...stats.matchAll(/cmdstat_(\w+):calls=(\d+),usec=\d+,usec_per_call=([\d.]+)/g)].map(([, name, , per]) => [name, Number(per)]))
 }
 
-/**
- * The script `name` of lua/ as ratekeeper sends it as EVALSHA (`with_prelude` in
- * src/binding/mod.rs): lua/lone.lua in place of its line `-- (lua/lone.lua goes here)`, and
- * lua/prelude.lua in place of its line `-- (lua/prelude.lua goes here)`, or in front.
- */
-function script(lua, name) {
-  const text = lua(name).replace('-- (lua/lone.lua goes here)\n', () => lua('lone'))
-  const [head, rest] = text.split('-- (lua/prelude.lua goes here)\n')
-  return rest === undefined ? lua('prelude') + text : head + lua('prelude') + rest
-}
-
 async function main() {
   const server = await startRedis()
   const ioredis = new IORedis(server.port, '127.0.0.1')
   const lua = (name) => fs.readFileSync(path.join(__dirname, '..', 'lua', `${name}.lua`), 'utf8')
-  const sha = await ioredis.script('LOAD', script(lua, 'fixed_window'))
+  const sha = await ioredis.script('LOAD', evalScript('fixed_window'))
   // ratekeeper as it runs by default (its script as a Redis Function, FCALL), and with
   // `functions: false` (EVALSHA of the same script as ioredis's path below: the same work for Redis).
   const store = await ratekeeper.RedisStore.connect(server.url)
@@ -179,7 +169,7 @@ async function main() {
  */
 async function redisSide(ioredis, lua, scriptArgs) {
   const prelude = lua('prelude')
-  const fixed = script(lua, 'fixed_window')
+  const fixed = evalScript('fixed_window')
   const variants = {
     'an empty script (return 1)': ['return 1', []],
     'the prelude alone (then return 1)': [`${prelude}\nreturn 1`, []],

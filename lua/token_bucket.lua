@@ -117,7 +117,7 @@ local function store(key, level, since, now)
     ttl = ttl + ceil_div(since - now, 1000)
   end
   if level < full then
-    ttl = ttl + ceil_div(ceil_div(full - level, rate), 1000)
+    ttl = ttl + ceil_div(to_full(level), 1000)
   end
   redis.call('SET', key, string.format('%d:%d', level, since), 'PX', string.format('%d', ttl))
 end
