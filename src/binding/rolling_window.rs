@@ -506,7 +506,8 @@ impl JsRollingWindow {
         let window = self.window.clone();
         // A reward answers as a check of weight 1 after the refund.
         let weight = if mode == Mode::Reward { 1 } else { call.weight };
-        let lone = reply.lone();
+        // (The script answers the server's now, which the answer reads.)
+        let lone = reply.lone().map(|lone| lone.with_now_at(0));
         batchers[index].submit(
             vec![key],
             args,
