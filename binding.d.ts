@@ -554,8 +554,7 @@ export interface DumpedCounter {
 export interface EngineStoreOptions {
   /**
    * On Redis, whose clock decides when no `now` is given: `'redis'` (the server's, the
-   * default: no skew between application hosts) or `'local'` (this host's). A lone call on
-   * the server's clock carries the direct lane's estimate of it (`src/store/direct.rs`).
+   * default: no skew between application hosts) or `'local'` (this host's).
    */
   clock?: string
   /**

@@ -164,8 +164,7 @@ export interface RateLimiterOptions extends StoreOptions, BlockCacheOptions {
   namespace?: string
   /**
    * On Redis, whose clock decides when a call gives no `now`: `'redis'` (the server's; default)
-   * or `'local'` (this host's). A lone call on the server's clock carries the direct lane's
-   * estimate of it (see {@link LimiterOptions.clock}).
+   * or `'local'` (this host's).
    */
   clock?: 'redis' | 'local'
   /** Keep state in Redis (see {@link RedisClientLike}). Default: in memory. */
@@ -478,14 +477,7 @@ export interface LimiterOptions extends StoreOptions, BlockCacheOptions {
   client?: RedisClientLike
   /** Redis key prefix: an id's state is one key at `namespace + id`. Each limiter has its own default. */
   namespace?: string
-  /**
-   * On Redis, whose clock decides when a call gives no `now`: `'redis'` (the server's, default:
-   * every host of a fleet counts on one clock) or `'local'` (this host's). On the server's clock,
-   * a lone call (one at a time, by the direct lane) carries the lane's estimate of that clock
-   * instead of having Redis read it (`TIME`): learned within the last second from a reply whose
-   * round trip took under a millisecond, it is the server's clock as the call was written, to
-   * within that round trip (docs/deployments.md, "The server's clock").
-   */
+  /** On Redis, whose clock decides when a call gives no `now`: `'redis'` (default) or `'local'`. */
   clock?: 'redis' | 'local'
 }
 

@@ -13,7 +13,6 @@ const native = require('../lib/native.js')
 const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
 const { startRedis, serverSupports } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
-const { commandsRun } = require('./helpers/command-stats.js')
 
 const T0 = 1_700_000_000_000
 
@@ -190,45 +189,6 @@ describe('the direct lane', () => {
     }
     assert.equal(byLane.cause.code, usual.cause.code)
     assert.match(byLane.message, /the connection was lost/)
-  })
-
-  it("on the server's clock, reads it (TIME) for a first lone call and sends its estimate after: Redis's clock, not this host's", async () => {
-    // The server's clock in microseconds, as TIME reads it.
-    const serverNow = async () => {
-      const [seconds, micros] = (await server.cli('TIME')).split('\n').map(Number)
-      return seconds * 1e6 + micros
-    }
-    for (const [name, create] of Object.entries(LIMITERS)) {
-      const store = new RedisStore(server.url)
-      const limiter = create({ client: store, namespace: `clock-${name}:` })
-      const counted = await commandsRun(server, ['script', 'time'], async () => {
-        for (let i = 0; i < 40; i++) await limiter.consume(ONE_ID.has(name) ? `id${i}` : 'a')
-      })
-      // (A store's first call of a script may be sent again once the script is loaded.)
-      assert.ok(counted.script >= 40, name)
-      // The first calls (the usual way while the lane opens, then the lane's first) read the clock,
-      // then a call a second at most, and any whose reply came back slower than a millisecond.
-      assert.ok(counted.time >= 1 && counted.time <= 10, `${name}: TIME read by ${counted.time} of 40 calls`)
-      await store.close()
-    }
-    // The instant of a call that went with the lane's estimate, as its script stored it: the
-    // server's clock in microseconds, within 2 ms of what TIME reads around the call.
-    const store = new RedisStore(server.url)
-    const log = LIMITERS.SlidingLog({ client: store, namespace: 'clock-score:' })
-    for (let i = 0; i < 3; i++) await log.consume(`warm${i}`)
-    const before = await serverNow()
-    await log.consume('x')
-    const after = await serverNow()
-    const [, score] = (await server.cli('ZRANGE', 'clock-score:x', '0', '-1', 'WITHSCORES')).split('\n')
-    assert.ok(Number(score) >= before - 2_000 && Number(score) <= after + 2_000, `stored ${score}, server's clock ${before} to ${after}`)
-    // Passed on to the usual way (the script flushed), the call reads the clock there.
-    await server.cli('SCRIPT', 'FLUSH')
-    if (serverSupports.version >= 7) await server.cli('FUNCTION', 'FLUSH')
-    const flushed = await serverNow()
-    await log.consume('y')
-    const [, passed] = (await server.cli('ZRANGE', 'clock-score:y', '0', '-1', 'WITHSCORES')).split('\n')
-    assert.ok(Number(passed) >= flushed - 2_000 && Number(passed) <= (await serverNow()) + 2_000, `stored ${passed} after ${flushed}`)
-    await store.close()
   })
 
   it('goes the usual way once its connection is killed, and opens a new one', async () => {

@@ -90,8 +90,7 @@ fn fnv1a(id: &str) -> u64 {
 #[napi_derive::napi(object)]
 pub struct EngineStoreOptions {
     /// On Redis, whose clock decides when no `now` is given: `'redis'` (the server's, the
-    /// default: no skew between application hosts) or `'local'` (this host's). A lone call on
-    /// the server's clock carries the direct lane's estimate of it (`src/store/direct.rs`).
+    /// default: no skew between application hosts) or `'local'` (this host's).
     pub clock: Option<String>,
     /// On Redis: put a hash tag of each id in its key (`namespace + '{' + hash + '}' + id`), so
     /// that ids holding `{...}` spread over a Cluster's slots. Default `false`.

@@ -392,8 +392,7 @@ impl<A: Counting> CountingEngine<A> {
             Mode::Reward => (keys.len(), 1, false),
             _ => (keys.len(), call.weight, mode == Mode::Consume),
         };
-        // (The script answers the server's now, which the answer reads.)
-        let lone = reply.lone().map(|lone| lone.with_now_at(1));
+        let lone = reply.lone();
         batcher.submit(
             keys,
             args,

@@ -279,7 +279,6 @@ impl Reply {
         self.lone.then(|| Lone {
             channel: self.ticket.channel,
             ticket: self.ticket.number(),
-            now_at: None,
         })
     }
 

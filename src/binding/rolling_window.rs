@@ -506,8 +506,7 @@ impl JsRollingWindow {
         let window = self.window.clone();
         // A reward answers as a check of weight 1 after the refund.
         let weight = if mode == Mode::Reward { 1 } else { call.weight };
-        // (The script answers the server's now, which the answer reads.)
-        let lone = reply.lone().map(|lone| lone.with_now_at(0));
+        let lone = reply.lone();
         batchers[index].submit(
             vec![key],
             args,

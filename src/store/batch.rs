@@ -155,25 +155,11 @@ pub(super) struct Call {
 }
 
 /// A lone call (nothing else of its caller pending as it began): its answer channel and ticket
-/// (see `src/binding/dispatch.rs`), and where its arguments hold its `now`, if anywhere.
+/// (see `src/binding/dispatch.rs`).
 #[derive(Debug, Clone, Copy)]
 pub struct Lone {
     pub channel: u32,
     pub ticket: f64,
-    /// The index of the call's `now` in its arguments, for a script that reads the server's
-    /// clock for `""` and answers it (`server_now`): a direct lane sends its estimate of that
-    /// clock there instead (`super::direct`).
-    pub now_at: Option<usize>,
-}
-
-impl Lone {
-    /// This call's `now` is its argument number `index` (see [`Lone::now_at`]).
-    pub fn with_now_at(self, index: usize) -> Self {
-        Self {
-            now_at: Some(index),
-            ..self
-        }
-    }
 }
 
 impl ScriptBatcher {

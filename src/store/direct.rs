@@ -18,16 +18,10 @@
 //! the script (`NOSCRIPT`, `MOVED`, `READONLY`, `LOADING`...), which the runtime then deals with.
 //! A call whose connection fails, or that gets no answer within `commandTimeoutMs`, fails as it
 //! would on the runtime's connection ([`fail`]).
-//!
-//! A lone call on the server's clock does not make Redis read it (`TIME`, about 2 µs of a
-//! script's 5 to 10, benchmark/RESULTS.md item 42): the lane sends its estimate of that clock
-//! ([`ServerClock`]), learned from the `now` that an earlier call's script read and answered, as
-//! `~<now>`, which the scripts take as the server's (`now_of` in `lua/prelude.lua`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, Value};
 
@@ -68,8 +62,6 @@ struct LaneState {
     node: Node,
     /// JavaScript has it open.
     ready: bool,
-    /// The node's clock, as its replies told it.
-    clock: ServerClock,
 }
 
 struct Direct {
@@ -79,82 +71,12 @@ struct Direct {
     lane: u32,
     /// The EVALSHA, then the reply's bytes as they arrive.
     bytes: Vec<u8>,
-    /// What the call does with the server's clock.
-    clock: ClockUse,
-    /// When JavaScript took it to write.
-    sent_at: Option<Instant>,
-}
-
-/// What a lane's call does with the server's clock.
-#[derive(Clone, Copy)]
-enum ClockUse {
-    /// Nothing: it gave its own `now`, or its script answers none.
-    None,
-    /// Its script reads `TIME` and answers it: the lane learns the clock from the reply.
-    Reads,
-    /// It carries the lane's estimate, at this index of its arguments (`""` again if it is
-    /// passed on to the usual way, whose batch reads the clock).
-    Estimated(usize),
-}
-
-/// The longest round trip whose reply a lane learns the server's clock from: an estimate is off
-/// by at most about half the round trip it was learned from.
-const CLOCK_SAMPLE_ROUND_TRIP: Duration = Duration::from_millis(1);
-
-/// How long a lane sends its estimate of the server's clock after learning it: then a call reads
-/// the clock again (a server's clock set anew, or drifting from this host's, is followed within
-/// this).
-const CLOCK_ESTIMATE_FOR: Duration = Duration::from_secs(1);
-
-/// A lane's estimate of its node's clock: a script that read `TIME` answered `server_now` for a
-/// call written at `sent_at`; a call written at `t` will meet the clock at about
-/// `server_now + (t - sent_at)` (both a round trip's first half after their writes). Off by the
-/// difference of the two calls' first halves, at most the sample's round trip (no more than
-/// [`CLOCK_SAMPLE_ROUND_TRIP`]), and by this host's clock drifting from the server's for up to
-/// [`CLOCK_ESTIMATE_FOR`].
-#[derive(Default)]
-struct ServerClock {
-    /// `(sent_at, server_now)` of the sample.
-    sample: Option<(Instant, i64)>,
-}
-
-impl ServerClock {
-    /// The server's clock, in microseconds, for a call written at `at`; `None` without a sample
-    /// from the last [`CLOCK_ESTIMATE_FOR`].
-    fn estimate(&self, at: Instant) -> Option<i64> {
-        let (sent_at, server_now) = self.sample?;
-        let since = at.checked_duration_since(sent_at)?;
-        if since > CLOCK_ESTIMATE_FOR {
-            return None;
-        }
-        Some(server_now + since.as_micros() as i64)
-    }
-
-    /// Learns from a call written at `sent_at` and answered at `answered_at`, whose script read
-    /// `server_now`; a reply slower than [`CLOCK_SAMPLE_ROUND_TRIP`] teaches nothing.
-    fn learn(&mut self, sent_at: Instant, answered_at: Instant, server_now: i64) {
-        let quick = answered_at
-            .checked_duration_since(sent_at)
-            .is_some_and(|round_trip| round_trip <= CLOCK_SAMPLE_ROUND_TRIP);
-        if quick {
-            self.sample = Some((sent_at, server_now));
-        }
-    }
 }
 
 impl Direct {
     /// The call's first key, by which failures name the node.
     fn first_key(&self) -> &str {
         self.call.work.0.first().map_or("", String::as_str)
-    }
-
-    /// The call as the usual way sends it: on the server's clock as its batch reads it, not the
-    /// lane's estimate.
-    fn usual_call(mut self) -> Call {
-        if let ClockUse::Estimated(at) = self.clock {
-            self.call.work.1[at] = String::new();
-        }
-        self.call
     }
 }
 
@@ -245,7 +167,6 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
                     store: Arc::downgrade(store),
                     node: target.2.clone(),
                     ready: false,
-                    clock: ServerClock::default(),
                 });
                 lane.numbers.insert(target, number);
                 number
@@ -255,19 +176,6 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
             lane.wanted = Some(number);
             return Offer::Wanted(call);
         }
-        let mut call = call;
-        let clock = match lone.now_at {
-            Some(at) if call.work.1.get(at).is_some_and(String::is_empty) => {
-                match lane.lanes[number as usize].clock.estimate(Instant::now()) {
-                    Some(estimate) => {
-                        call.work.1[at] = format!("~{estimate}");
-                        ClockUse::Estimated(at)
-                    }
-                    None => ClockUse::Reads,
-                }
-            }
-            _ => ClockUse::None,
-        };
         let command = super::redis::batch_command(
             batcher.script(),
             store.counters(),
@@ -279,8 +187,6 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
             call,
             lane: number,
             bytes: command.get_packed_command(),
-            clock,
-            sent_at: None,
         });
         Offer::Taken
     })
@@ -290,8 +196,7 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
 /// never left behind, whatever JavaScript does.
 pub(super) fn release_offer() {
     if let Some(offered) = LANE.with(|lane| lane.borrow_mut().offered.take()) {
-        let batcher = offered.batcher.clone();
-        batcher.hold(offered.usual_call());
+        offered.batcher.hold(offered.call);
     }
 }
 
@@ -300,16 +205,11 @@ pub fn set_enabled(enabled: bool) {
     LANE.with(|lane| lane.borrow_mut().disabled = !enabled);
 }
 
-/// JavaScript opened lane number `lane` (`true`), or it closed (`false`: what it knew of the
-/// server's clock goes, as the server may be another behind the same address when it opens
-/// again).
+/// JavaScript opened lane number `lane` (`true`), or it closed (`false`).
 pub fn set_ready(lane: u32, ready: bool) {
     LANE.with(|lanes| {
         if let Some(state) = lanes.borrow_mut().lanes.get_mut(lane as usize) {
             state.ready = ready;
-            if !ready {
-                state.clock = ServerClock::default();
-            }
         }
     });
 }
@@ -325,7 +225,6 @@ pub fn take() -> Option<Taken> {
             return address(number, &store, &state.node).map(Taken::Open);
         }
         let mut direct = lane.offered.take()?;
-        direct.sent_at = Some(Instant::now());
         let request = std::mem::take(&mut direct.bytes);
         let store = direct.batcher.store();
         store.count_batch(1);
@@ -396,36 +295,17 @@ pub fn read(bytes: &[u8]) -> Read {
     };
     let read = match answer_of(&direct) {
         Some(outcome) => {
-            if let (ClockUse::Reads, Some(sent_at), Ok(answer)) =
-                (direct.clock, direct.sent_at, &outcome)
-            {
-                if let Some(server_now) = answer.server_now {
-                    learn_clock(direct.lane, sent_at, server_now);
-                }
-            }
             direct.batcher.store().count_call(&outcome);
             (direct.call.answered)(outcome);
             Read::Answered
         }
         None => {
-            let batcher = direct.batcher.clone();
-            batcher.send_now(direct.usual_call());
+            direct.batcher.send_now(direct.call);
             Read::PassedOn
         }
     };
     send_deferred();
     read
-}
-
-/// Lane number `lane` learns the server's clock from a call written at `sent_at` and answered
-/// now, whose script read `server_now`.
-fn learn_clock(lane: u32, sent_at: Instant, server_now: i64) {
-    let answered_at = Instant::now();
-    LANE.with(|lanes| {
-        if let Some(state) = lanes.borrow_mut().lanes.get_mut(lane as usize) {
-            state.clock.learn(sent_at, answered_at, server_now);
-        }
-    });
 }
 
 /// The call's answer from its complete reply, or `None` when Redis refused to run the script
@@ -598,50 +478,8 @@ fn frame_end(bytes: &[u8], at: usize) -> Result<Option<usize>, ()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{frame_end, parse, ServerClock, CLOCK_ESTIMATE_FOR, CLOCK_SAMPLE_ROUND_TRIP};
+    use super::{frame_end, parse};
     use redis::Value;
-    use std::time::{Duration, Instant};
-
-    const MS: Duration = Duration::from_millis(1);
-
-    #[test]
-    fn the_server_clock_is_estimated_from_a_quick_reply_for_a_second() {
-        let t0 = Instant::now();
-        let mut clock = ServerClock::default();
-        assert_eq!(clock.estimate(t0), None);
-        // Written at t0, answered 40 µs later: the server read 1,000,000,000 µs.
-        clock.learn(t0, t0 + Duration::from_micros(40), 1_000_000_000);
-        assert_eq!(clock.estimate(t0), Some(1_000_000_000));
-        assert_eq!(clock.estimate(t0 + 250 * MS), Some(1_000_250_000));
-        assert_eq!(clock.estimate(t0 + CLOCK_ESTIMATE_FOR), Some(1_001_000_000));
-        assert_eq!(
-            clock.estimate(t0 + CLOCK_ESTIMATE_FOR + Duration::from_micros(1)),
-            None
-        );
-        // An instant before the sample's write (never asked): no estimate.
-        assert_eq!(clock.estimate(t0 - MS), None);
-    }
-
-    #[test]
-    fn a_slow_reply_teaches_nothing_and_a_newer_quick_one_replaces_the_sample() {
-        let t0 = Instant::now();
-        let mut clock = ServerClock::default();
-        clock.learn(
-            t0,
-            t0 + CLOCK_SAMPLE_ROUND_TRIP + Duration::from_micros(1),
-            5_000_000,
-        );
-        assert_eq!(clock.estimate(t0), None);
-        clock.learn(t0, t0 + CLOCK_SAMPLE_ROUND_TRIP, 5_000_000);
-        assert_eq!(clock.estimate(t0 + 2 * MS), Some(5_002_000));
-        // The server's clock set back by a second: the next sample follows it (6,500,000 from
-        // the first sample).
-        clock.learn(t0 + 900 * MS, t0 + 901 * MS, 4_900_000);
-        assert_eq!(clock.estimate(t0 + 1500 * MS), Some(5_500_000));
-        // A slow reply keeps the sample it had.
-        clock.learn(t0 + 1600 * MS, t0 + 1700 * MS, 9_999_999);
-        assert_eq!(clock.estimate(t0 + 1800 * MS), Some(5_800_000));
-    }
 
     #[test]
     fn a_reply_reads_as_redis_rs_reads_it() {
