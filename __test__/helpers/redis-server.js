@@ -624,16 +624,9 @@ async function startSentinel(options = {}) {
           return replicaInfos.every((info) => offset(info, 'slave_repl_offset') >= target)
         }), 'the replicas did not catch up')
       },
-      /**
-       * Resolves once every sentinel names the primary on `port`, with the other nodes as its
-       * replicas (a killed one stays listed, down) and the other sentinels.
-       */
+      /** Resolves once every sentinel names the primary on `port` (see `sentinelsName`). */
       async sentinelsAgree(port) {
-        const expected = `status=ok,address=${HOST}:${port},slaves=${nodes.length - 1},sentinels=${setup.sentinels.length}`
-        await pollUntil(async () => {
-          const infos = await Promise.all(setup.sentinels.map((s) => rawCommand(s.port, ['INFO', 'sentinel'])))
-          return { ok: infos.every((info) => typeof info === 'string' && info.includes(expected)), infos }
-        }, `the sentinels did not agree on ${expected}`)
+        await pollUntil(() => sentinelsName(port), `the sentinels did not agree on the primary on ${port}`)
       },
       /**
        * Resolves with the primary's port once the sentinels and the nodes agree on it: every
@@ -646,11 +639,9 @@ async function startSentinel(options = {}) {
         let port
         await pollUntil(async () => {
           port = await setup.masterPort()
-          const expected = `status=ok,address=${HOST}:${port},slaves=${nodes.length - 1},sentinels=${setup.sentinels.length}`
-          const infos = await Promise.all(setup.sentinels.map((s) => rawCommand(s.port, ['INFO', 'sentinel'])))
-          const named = infos.every((info) => typeof info === 'string' && info.includes(expected))
+          const named = await sentinelsName(port)
           const synced = await replication((primaryInfo, replicaInfos) => replicaInfos.every((info) => info.includes(`master_port:${port}\r`) && info.includes('master_link_status:up')))
-          return { ok: named && synced.ok, infos: [...infos, ...synced.infos] }
+          return { ok: named.ok && synced.ok, infos: [...named.infos, ...synced.infos] }
         }, 'the sentinels and the nodes did not agree on a primary')
         return port
       },
@@ -694,6 +685,16 @@ async function startSentinel(options = {}) {
       const primaries = texts.filter((info) => info.includes('role:master'))
       const replicas = texts.filter((info) => info.includes('role:slave'))
       return { ok: primaries.length === 1 && primaries.length + replicas.length === texts.length && ok(primaries[0], replicas), infos }
+    }
+    /**
+     * `INFO sentinel` of every sentinel, judged (for pollUntil): each names the primary on `port`,
+     * with the other nodes as its replicas (a killed one stays listed, down) and the other
+     * sentinels.
+     */
+    const sentinelsName = async (port) => {
+      const expected = `status=ok,address=${HOST}:${port},slaves=${nodes.length - 1},sentinels=${setup.sentinels.length}`
+      const infos = await Promise.all(setup.sentinels.map((s) => rawCommand(s.port, ['INFO', 'sentinel'])))
+      return { ok: infos.every((info) => typeof info === 'string' && info.includes(expected)), infos }
     }
     for (const node of nodes) {
       const kill = node.kill
