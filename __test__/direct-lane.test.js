@@ -65,6 +65,44 @@ describe('the direct lane', () => {
     }
   })
 
+  it('answers alike through more configurations than a Function keeps, calls of one id and of three mixed', async () => {
+    // On Redis 7 a lone call goes to the Function's compact entry (src/store/script.rs), which
+    // builds each configuration's arguments once and keeps 16: 20 configurations in turn make it
+    // build them again and again, and calls of three ids among calls of one rewrite their tails.
+    const runs = []
+    for (const lanes of [true, false]) {
+      native.setDirectLanes(lanes)
+      const store = new RedisStore(server.url)
+      const limiters = Array.from({ length: 20 }, (_, i) => [
+        LIMITERS.TokenBucket({ client: store, namespace: `configs-${lanes}:`, capacity: 3 + i }),
+        LIMITERS.Gcra({ client: store, namespace: `configs-gcra-${lanes}:`, burst: 2 + i }),
+      ]).flat()
+      // Both libraries loaded first (a lane's call that finds none is sent again the usual way).
+      await limiters[0].consume('warm', { now: T0 })
+      await limiters[1].consume('warm', { now: T0 })
+      const before = store.stats()
+      const rand = random(11)
+      const answers = []
+      let now = T0
+      for (let call = 0; call < 400; call++) {
+        now += Math.floor(rand() * 40)
+        const limiter = limiters[Math.floor(rand() * limiters.length)]
+        const ids = rand() < 0.3 ? ['a', 'b', 'c'] : [['a', 'b', 'c'][Math.floor(rand() * 3)]]
+        const weight = 1 + Math.floor(rand() * 2)
+        answers.push(await limiter.consume(ids, { now, weight }))
+      }
+      runs.push(answers)
+      // One script call per call: none was refused by the Function's entry and sent again.
+      const after = store.stats()
+      assert.deepEqual([after.calls - before.calls, after.batches - before.batches], [400, 400], `lanes ${lanes}`)
+      await store.close()
+    }
+    native.setDirectLanes(true)
+    assert.equal(runs[0].length, 400)
+    assert.ok(runs[0].some((a) => a.allowed) && runs[0].some((a) => !a.allowed))
+    assert.deepEqual(runs[0], runs[1])
+  })
+
   it('opens one connection of its own beside the store\'s, logged in as the same user to the same database, and closes it with the store', async () => {
     await server.cli('ACL', 'SETUSER', 'lane-user', 'on', '>lane-pw', '~*', '+@all')
     {

@@ -7,7 +7,8 @@
 //! sleeping thread costs 20-30 µs, more than Redis spends on the script (benchmark/RESULTS.md,
 //! item 27). So a call that found nothing else of its caller pending, and is still the only one
 //! held when its turn of the event loop ends ([`offer`]), is packed here, on the JS thread, into
-//! its EVALSHA, which `lib/direct.js` writes on a socket of its own to the node (a single node,
+//! its EVALSHA, or its `FCALL` of the Function's compact entry (the configuration as one
+//! argument: [`super::script::LuaScript::compact_command`]), which `lib/direct.js` writes on a socket of its own to the node (a single node,
 //! or the primary found through Sentinel) and whose reply it hands back ([`read`]): the JS
 //! thread wakes once per call, as with a JavaScript client.
 //!
@@ -69,7 +70,7 @@ struct Direct {
     call: Call,
     /// The lane's number.
     lane: u32,
-    /// The EVALSHA, then the reply's bytes as they arrive.
+    /// The EVALSHA or FCALL, then the reply's bytes as they arrive.
     bytes: Vec<u8>,
 }
 
@@ -176,12 +177,18 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
             lane.wanted = Some(number);
             return Offer::Wanted(call);
         }
-        let command = super::redis::batch_command(
-            batcher.script(),
-            store.counters(),
-            batcher.shared(),
-            std::slice::from_ref(&call.work),
-        );
+        let (keys, args) = &call.work;
+        let command = batcher
+            .script()
+            .compact_command(store.counters(), batcher.shared(), keys, args)
+            .unwrap_or_else(|| {
+                super::redis::batch_command(
+                    batcher.script(),
+                    store.counters(),
+                    batcher.shared(),
+                    std::slice::from_ref(&call.work),
+                )
+            });
         lane.offered = Some(Direct {
             batcher: batcher.clone(),
             call,

@@ -21,6 +21,11 @@
 //! are kept), and at each call `lone_consume()`; when that does not answer, the whole script as
 //! `EVALSHA` runs it, given that answer (so that it does not try the lone path again).
 //!
+//! The library has a second entry, `<name>_compact`, for the direct lane's lone calls (see
+//! [`LuaScript::compact_command`]): the same Function, given `ARGV` up to the batch's shape as one
+//! argument, its values joined by newlines. It keeps each configuration's `ARGV` built (16 of
+//! them, then it starts again), writing a call's own arguments after it.
+//!
 //! Libraries are named by the script and a hash of their code (`ratekeeper_token_bucket_…`): two
 //! versions of ratekeeper share a Redis (during a rolling deploy) without replacing each other's.
 //! A library is loaded when Redis answers that its Function is not found (Redis restarted without
@@ -46,6 +51,9 @@ const ANSWERED_HERE: &str = "-- (a Function's configured part ends here: lone_an
 /// How many configurations a Function keeps built, per script.
 const CONFIGURATIONS_KEPT: usize = 16;
 
+/// What ends the name of a Function's compact entry (see [`LuaScript::compact_command`]).
+const COMPACT_SUFFIX: &str = "_compact";
+
 /// A script of `lua/`, ready to run in Redis.
 pub struct LuaScript {
     eval: Script,
@@ -54,6 +62,8 @@ pub struct LuaScript {
 
 struct LuaFunction {
     name: String,
+    /// The name of its compact entry (see [`LuaScript::compact_command`]).
+    compact_name: String,
     library: String,
 }
 
@@ -67,6 +77,7 @@ impl LuaScript {
             let name = format!("ratekeeper_{name}_{}", &code.get_hash()[..12]);
             LuaFunction {
                 library: function_library(&name, configured, &whole),
+                compact_name: format!("{name}{COMPACT_SUFFIX}"),
                 name,
             }
         });
@@ -92,6 +103,41 @@ impl LuaScript {
                 cmd
             }
         }
+    }
+
+    /// The `FCALL` of one call (its `keys` and `args`, see [`super::batch::call_arguments`]) by
+    /// the Function's compact entry: the configuration (`shared`, `ARGV`'s leading arguments) and
+    /// the batch's shape as one argument, their values joined by newlines, which the library
+    /// splits once per configuration. Redis makes an object of each argument of a command, and a Lua string of
+    /// each one for the Function, at every call: one for the configuration instead of several
+    /// saves Redis about 2 µs per call for the token bucket's eight (benchmark/RESULTS.md, item
+    /// 43). `None` when the call must go by [`Self::command`]: the script has no Function, the
+    /// store sends `EVALSHA`, or the configuration cannot be joined (it has no values, or one
+    /// with a newline).
+    pub fn compact_command(
+        &self,
+        counters: &RedisCounters,
+        shared: &[String],
+        keys: &[String],
+        args: &[String],
+    ) -> Option<Cmd> {
+        let function = self.function.as_ref()?;
+        if counters.eval_only.load(Ordering::Relaxed)
+            || shared.is_empty()
+            || shared.iter().any(|value| value.contains('\n'))
+        {
+            return None;
+        }
+        // The batch's shape ("+": one call) is the same at every call: it goes with them.
+        let mut configuration = shared.join("\n");
+        configuration.push_str("\n+");
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(&function.compact_name)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(configuration)
+            .arg(args);
+        Some(cmd)
     }
 
     /// The script's Function, if it has one: its name and its library's code.
@@ -180,8 +226,52 @@ fn function_library(name: &str, configured: &str, whole: &str) -> String {
          \x20   return answer\n\
          \x20 end\n\
          \x20 return whole_script(keys, args, answer)\n\
+         end)\n\
+         -- The compact entry (see LuaScript::compact_command): args[1] is ARGV up to the batch's \
+         shape, joined by newlines,\n\
+         -- the rest follows it. Each configuration's ARGV is built once and kept, its tail rewritten at \
+         each call: {{ argv, count = n, tail = #argv, lone }}.\n\
+         local compact, compact_count = {{}}, 0\n\
+         local function split(text)\n\
+         \x20 local values, from = {{}}, 1\n\
+         \x20 while true do\n\
+         \x20   local at = string.find(text, '\\n', from, true)\n\
+         \x20   if not at then\n\
+         \x20     values[#values + 1] = string.sub(text, from)\n\
+         \x20     return values\n\
+         \x20   end\n\
+         \x20   values[#values + 1] = string.sub(text, from, at - 1)\n\
+         \x20   from = at + 1\n\
+         \x20 end\n\
+         end\n\
+         redis.register_function('{name}{COMPACT_SUFFIX}', function(keys, args)\n\
+         \x20 local entry = compact[args[1]]\n\
+         \x20 if not entry then\n\
+         \x20   if compact_count == {kept} then\n\
+         \x20     compact, compact_count = {{}}, 0\n\
+         \x20   end\n\
+         \x20   local argv = split(args[1])\n\
+         \x20   ARGV = argv\n\
+         \x20   entry = {{ argv = argv, count = #argv, tail = #argv, lone = lone_of(argv) }}\n\
+         \x20   compact[args[1]], compact_count = entry, compact_count + 1\n\
+         \x20 end\n\
+         \x20 local argv, count, length = entry.argv, entry.count, #args\n\
+         \x20 for i = 2, length do\n\
+         \x20   argv[count + i - 1] = args[i]\n\
+         \x20 end\n\
+         \x20 for i = count + length, entry.tail do\n\
+         \x20   argv[i] = nil\n\
+         \x20 end\n\
+         \x20 entry.tail = count + length - 1\n\
+         \x20 KEYS, ARGV = keys, argv\n\
+         \x20 local answer = entry.lone()\n\
+         \x20 if answer then\n\
+         \x20   return answer\n\
+         \x20 end\n\
+         \x20 return whole_script(keys, argv, answer)\n\
          end)\n",
         keep = CONFIGURATIONS_KEPT + 1,
+        kept = CONFIGURATIONS_KEPT,
     )
 }
 
@@ -347,6 +437,64 @@ mod tests {
             other.function().map(|f| f.0.to_string()),
             Some(name.to_string())
         );
+    }
+
+    #[test]
+    fn a_lone_call_sends_its_configuration_as_one_argument_to_the_compact_entry() {
+        let source = format!(
+            "local configuration_args = 2\nlocal function lone_consume() end\n{CONFIGURED_HERE}return 1\n"
+        );
+        let script = LuaScript::new("gcra", &source);
+        let (name, library) = script.function().expect("a Function");
+        assert!(library.contains(&format!("redis.register_function('{name}_compact'")));
+        let counters = RedisCounters::default();
+        let strings = |values: &[&str]| values.iter().map(|v| v.to_string()).collect::<Vec<_>>();
+        let (shared, keys, args) = (
+            strings(&["600000", "consume"]),
+            strings(&["k"]),
+            strings(&["1", "", "1"]),
+        );
+        let cmd = script
+            .compact_command(&counters, &shared, &keys, &args)
+            .expect("a compact FCALL");
+        let sent: Vec<Vec<u8>> = cmd
+            .args_iter()
+            .map(|arg| match arg {
+                Arg::Simple(bytes) => bytes.to_vec(),
+                _ => b"(not a plain argument)".to_vec(),
+            })
+            .collect();
+        let expected: Vec<Vec<u8>> = [
+            "FCALL",
+            &format!("{name}_compact"),
+            "1",
+            "k",
+            "600000\nconsume\n+",
+            "1",
+            "",
+            "1",
+        ]
+        .iter()
+        .map(|arg| arg.as_bytes().to_vec())
+        .collect();
+        assert_eq!(sent, expected);
+        // Not joined: nothing to join, a value holding a newline, EVALSHA, a script without a
+        // Function.
+        assert!(script
+            .compact_command(&counters, &[], &keys, &args)
+            .is_none());
+        let newline = strings(&["600000", "con\nsume"]);
+        assert!(script
+            .compact_command(&counters, &newline, &keys, &args)
+            .is_none());
+        counters.eval_only.store(true, Ordering::Relaxed);
+        assert!(script
+            .compact_command(&counters, &shared, &keys, &args)
+            .is_none());
+        let plain = LuaScript::new("plain", "return 1\n");
+        assert!(plain
+            .compact_command(&RedisCounters::default(), &shared, &keys, &args)
+            .is_none());
     }
 
     fn error(reply: &str) -> RedisError {
