@@ -699,7 +699,9 @@ export declare function readDirectHandshake(bytes: Buffer, replies: number): num
  * the call was answered (`out` holds how many calls it answered, a union's several, then each
  * one's ticket and values), 2 when it was passed on to the usual way
  * (its answer comes through the answer channel), 3 when the bytes make no sense (close the
- * lane, then `failDirectCall`). Throws the call's error when it failed.
+ * lane, then `failDirectCall`); plus 4 when calls made while the lane carried this one now wait
+ * to be sent (`sendHeldCalls`: the only case, but for 2, where there is anything to send).
+ * Throws the call's error when it failed.
  */
 export declare function readDirectReply(bytes: Buffer, out: Float64Array): number
 

@@ -141,6 +141,29 @@ describe('the direct lane', () => {
     await store.close()
   })
 
+  it('sends a call made while the lane carries another once that one is answered', async () => {
+    const store = new RedisStore(server.url)
+    const limiter = new FixedWindow({ client: store, namespace: 'meanwhile:', limits: [{ duration: 60_000, limit: 20 }] })
+    for (let i = 0; i < 3; i++) await limiter.consume('warm', { now: T0 })
+    const remaining = []
+    for (let round = 0; round < 3; round++) {
+      // Redis holds the lane's call for 300 ms: the second call, made 100 ms in, is held for it,
+      // and leaves once it is answered, with nothing else of the process to send it.
+      await server.cli('CLIENT', 'PAUSE', '300', 'ALL')
+      const first = limiter.consume('x', { now: T0 })
+      const { second } = await new Promise((resolve) => setTimeout(() => resolve({ second: limiter.consume('x', { now: T0 }) }), 100))
+      let timer
+      const late = new Promise((_, reject) => {
+        // (Closing the store fails the call left behind, which would keep the process alive.)
+        timer = setTimeout(() => store.close().finally(() => reject(new Error(`round ${round}: a call made meanwhile was never sent`))), 3000)
+      })
+      const answers = await Promise.race([Promise.all([first, second]), late]).finally(() => clearTimeout(timer))
+      remaining.push(...answers.map((a) => a.remaining))
+    }
+    assert.deepEqual(remaining, [19, 18, 17, 16, 15, 14])
+    await store.close()
+  })
+
   it('leaves a turn that makes several calls to the usual way: one script call for all of them', async () => {
     const store = new RedisStore(server.url)
     const limiter = new FixedWindow({ client: store, namespace: 'turns:', limits: [{ duration: 60_000, limit: 1000 }] })

@@ -34,8 +34,8 @@ const everyLanes = new Set()
  * The lanes of `lib/engine.js`: `send(ticket)` once the native side offered a lone call.
  * `settle(ticket, error)` settles a call that went by a lane: `error`
  * undefined when answered (`out` holds its answer, and those of the calls answered with it); it is not called for a call passed on to the
- * usual way (the answer channel answers it). `afterCall()` runs once a lane's call is over (the
- * calls made meanwhile were held for it).
+ * usual way (the answer channel answers it). `afterCall()` runs once a lane's call is over when
+ * calls made meanwhile were held for it, or it failed or was passed on.
  */
 function directLanes({ out, settle, afterCall }) {
   /** Lanes by number (the native side numbers them), open, opening or waiting to reopen. */
@@ -107,11 +107,17 @@ function directLanes({ out, settle, afterCall }) {
         afterCall()
         return
       }
-      if (read === 0) return
+      // (Bit 4: calls made meanwhile wait to be sent; else, answered, there is nothing to send.)
+      const released = (read & 4) !== 0
+      read &= 3
+      if (read === 0) {
+        if (released) afterCall()
+        return
+      }
       if (read === 3) return this.close('Redis sent what is not the reply of a call')
       this.ticket = -1
       if (read === 1) settle(ticket, undefined)
-      afterCall()
+      if (released || read === 2) afterCall()
     }
 
     handshaken(bytes) {

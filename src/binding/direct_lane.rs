@@ -78,7 +78,9 @@ pub fn take_direct_call(
 /// the call was answered (`out` holds how many calls it answered, a union's several, then each
 /// one's ticket and values), 2 when it was passed on to the usual way
 /// (its answer comes through the answer channel), 3 when the bytes make no sense (close the
-/// lane, then `failDirectCall`). Throws the call's error when it failed.
+/// lane, then `failDirectCall`); plus 4 when calls made while the lane carried this one now wait
+/// to be sent (`sendHeldCalls`: the only case, but for 2, where there is anything to send).
+/// Throws the call's error when it failed.
 #[napi(catch_unwind)]
 pub fn read_direct_reply(
     env: Env,
@@ -88,16 +90,27 @@ pub fn read_direct_reply(
     let mut read = Read::More;
     // SAFETY: `out` is a live Float64Array of the caller's, used only during this call.
     let out = unsafe { out.as_mut() };
-    match answer_here(&env, || read = direct::read(&bytes), out) {
-        Some(Ok(())) => Ok(1),
+    let answer = answer_here(&env, || read = direct::read(&bytes), out);
+    // Calls made while the lane carried this one wait to be sent (`sendHeldCalls`).
+    let released = match read {
+        Read::Answered {
+            released_calls: true,
+        } => RELEASED_CALLS,
+        _ => 0,
+    };
+    match answer {
+        Some(Ok(())) => Ok(1 | released),
         Some(Err(failure)) => Err(js_error(&env, failure)),
         None => Ok(match read {
-            Read::More | Read::Answered => 0,
+            Read::More | Read::Answered { .. } => released,
             Read::PassedOn => 2,
             Read::Confused => 3,
         }),
     }
 }
+
+/// The bit of `readDirectReply`'s answer that says calls made meanwhile wait to be sent.
+const RELEASED_CALLS: u32 = 4;
 
 /// The lane's call failed: its connection was lost (`reason` says how) or, without a reason,
 /// it got no answer in time. Throws the call's error (nothing when no call is on the lane).

@@ -113,8 +113,9 @@ pub enum Taken {
 pub enum Read {
     /// The reply is not complete yet.
     More,
-    /// The call was answered.
-    Answered,
+    /// The call was answered. `released_calls`: calls made meanwhile were held for it, and now
+    /// wait to be sent (`sendHeldCalls`); without them, there is nothing to send.
+    Answered { released_calls: bool },
     /// Redis answered with an error in place of running the script: the call was sent again the
     /// usual way, which answers it.
     PassedOn,
@@ -300,19 +301,23 @@ pub fn read(bytes: &[u8]) -> Read {
         // No call on the lane, not a reply, or bytes after it.
         None => return Read::Confused,
     };
-    let read = match answer_of(&direct) {
+    let answered = match answer_of(&direct) {
         Some(outcome) => {
             direct.batcher.store().count_call(&outcome);
             (direct.call.answered)(outcome);
-            Read::Answered
+            true
         }
         None => {
             direct.batcher.send_now(direct.call);
-            Read::PassedOn
+            false
         }
     };
-    send_deferred();
-    read
+    let released_calls = send_deferred();
+    if answered {
+        Read::Answered { released_calls }
+    } else {
+        Read::PassedOn
+    }
 }
 
 /// The call's answer from its complete reply, or `None` when Redis refused to run the script
@@ -358,11 +363,13 @@ pub fn fail(lost: Option<&str>) {
 }
 
 /// Hands the calls made while the lane carried one to the usual way, in order.
-fn send_deferred() {
+fn send_deferred() -> bool {
     let deferred = LANE.with(|lane| std::mem::take(&mut lane.borrow_mut().deferred));
+    let released = !deferred.is_empty();
     for (batcher, call) in deferred {
         batcher.hold(call);
     }
+    released
 }
 
 /// Whether `bytes` begin with the `replies` replies of a lane's handshake: `Ok(Some(length))`
