@@ -8,9 +8,10 @@
 //! item 27). So a call that found nothing else of its caller pending, and is still the only one
 //! held when its turn of the event loop ends ([`offer`]), is packed here, on the JS thread, into
 //! its EVALSHA, or its `FCALL` of the Function's compact entry (the configuration as one
-//! argument: [`super::script::LuaScript::compact_command`]), which `lib/direct.js` writes on a socket of its own to the node (a single node,
-//! or the primary found through Sentinel) and whose reply it hands back ([`read`]): the JS
-//! thread wakes once per call, as with a JavaScript client.
+//! argument: [`super::script::LuaScript::compact_command`]), which `lib/direct.js` writes on a
+//! socket of its own to the node (a single node, or the primary found through Sentinel) and
+//! whose reply it hands back ([`read`]): the JS thread wakes once per call, as with a JavaScript
+//! client.
 //!
 //! The lane carries one call at a time; calls made meanwhile wait for its answer and then go
 //! the usual way ([`route`]), so that calls leave in the order they were made. Anything unusual

@@ -108,12 +108,12 @@ impl LuaScript {
     /// The `FCALL` of one call (its `keys` and `args`, see [`super::batch::call_arguments`]) by
     /// the Function's compact entry: the configuration (`shared`, `ARGV`'s leading arguments) and
     /// the batch's shape as one argument, their values joined by newlines, which the library
-    /// splits once per configuration. Redis makes an object of each argument of a command, and a Lua string of
-    /// each one for the Function, at every call: one for the configuration instead of several
-    /// saves Redis about 2 µs per call for the token bucket's eight (benchmark/RESULTS.md, item
-    /// 43). `None` when the call must go by [`Self::command`]: the script has no Function, the
-    /// store sends `EVALSHA`, or the configuration cannot be joined (it has no values, or one
-    /// with a newline).
+    /// splits once per configuration. Redis makes an object of each argument of a command, and a
+    /// Lua string of each one for the Function, at every call: one for the configuration instead
+    /// of several saves Redis about 2 µs per call for the token bucket's eight
+    /// (benchmark/RESULTS.md, item 43). `None` when the call must go by [`Self::command`]: the
+    /// script has no Function, the store sends `EVALSHA`, or the configuration cannot be joined
+    /// (it has no values, or one with a newline).
     pub fn compact_command(
         &self,
         counters: &RedisCounters,
@@ -229,8 +229,9 @@ fn function_library(name: &str, configured: &str, whole: &str) -> String {
          end)\n\
          -- The compact entry (see LuaScript::compact_command): args[1] is ARGV up to the batch's \
          shape, joined by newlines,\n\
-         -- the rest follows it. Each configuration's ARGV is built once and kept, its tail rewritten at \
-         each call: {{ argv, count = n, tail = #argv, lone }}.\n\
+         -- the rest follows it. Each configuration's ARGV is built once and kept, its tail \
+         rewritten at each call:\n\
+         -- {{ argv, count = n, tail = #argv, lone }}.\n\
          local compact, compact_count = {{}}, 0\n\
          local function split(text)\n\
          \x20 local values, from = {{}}, 1\n\
