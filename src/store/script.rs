@@ -422,11 +422,16 @@ mod tests {
         );
     }
 
+    /// A script with a configured part (so it has a Function), that returns 1.
+    fn configured_source() -> String {
+        format!(
+            "local configuration_args = 1\nlocal function lone_consume() end\n{CONFIGURED_HERE}return 1\n"
+        )
+    }
+
     #[test]
     fn a_function_is_named_by_its_script_and_code() {
-        let source = format!(
-            "local configuration_args = 1\nlocal function lone_consume() end\n{CONFIGURED_HERE}return 1\n"
-        );
+        let source = configured_source();
         let script = LuaScript::new("token_bucket", &source);
         let (name, library) = script.function().expect("a Function");
         assert!(name.starts_with("ratekeeper_token_bucket_"), "{name}");
@@ -442,10 +447,7 @@ mod tests {
 
     #[test]
     fn a_lone_call_sends_its_configuration_as_one_argument_to_the_compact_entry() {
-        let source = format!(
-            "local configuration_args = 2\nlocal function lone_consume() end\n{CONFIGURED_HERE}return 1\n"
-        );
-        let script = LuaScript::new("gcra", &source);
+        let script = LuaScript::new("gcra", &configured_source());
         let (name, library) = script.function().expect("a Function");
         assert!(library.contains(&format!("redis.register_function('{name}_compact'")));
         let counters = RedisCounters::default();
