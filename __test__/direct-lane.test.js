@@ -8,7 +8,8 @@
 const { describe, it, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 
-const { FixedWindow, RedisStore } = require('..')
+const ratekeeper = require('..')
+const { FixedWindow, RedisStore } = ratekeeper
 const native = require('../lib/native.js')
 const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
 const { startRedis, serverSupports } = require('./helpers/redis-server.js')
@@ -101,6 +102,44 @@ describe('the direct lane', () => {
     assert.equal(runs[0].length, 400)
     assert.ok(runs[0].some((a) => a.allowed) && runs[0].some((a) => !a.allowed))
     assert.deepEqual(runs[0], runs[1])
+  })
+
+  it("answers on the server's clock what the same clock's instant, given, answers", async () => {
+    // A lone call on the server's clock (no `now`) reads it in the script (lone_now in
+    // lua/lone.lua) and sends it back with the answer, which is judged at it: the same calls at
+    // the instant TIME read before them answer the same, within the time that passed.
+    // (A day's windows: the sliding tail's calls all fall in one, but for 1 run in a million.)
+    const DAY = 86_400_000
+    const slow = {
+      TokenBucket: (o) => new ratekeeper.TokenBucket({ capacity: 5, refillAmount: 1, refillInterval: DAY, ...o }),
+      LeakyBucket: (o) => new ratekeeper.LeakyBucket({ capacity: 5, leakAmount: 1, leakInterval: DAY, ...o }),
+      SlidingTail: (o) => new ratekeeper.SlidingTail({ limits: [{ duration: DAY, limit: 5 }], ...o }),
+      Gcra: (o) => new ratekeeper.Gcra({ limit: 1, period: DAY, burst: 5, ...o }),
+      FixedWindow: (o) => new ratekeeper.FixedWindow({ limits: [{ duration: DAY, limit: 5 }], ...o }),
+    }
+    const store = new RedisStore(server.url)
+    for (const [name, create] of Object.entries(slow)) {
+      const onServer = create({ client: store, namespace: `server-clock-${name}:` })
+      const given = create({ client: store, namespace: `given-clock-${name}:` })
+      // The lane opens after a first call.
+      await onServer.consume('warm')
+      const started = Date.now()
+      const [seconds, micros] = (await server.cli('TIME')).split('\n').map(Number)
+      const now = seconds * 1000 + Math.floor(micros / 1000)
+      for (let call = 0; call < 7; call++) {
+        const ours = await onServer.consume('x')
+        const expected = await given.consume('x', { now })
+        // (Its milliseconds, and one for `now` rounded down.)
+        const passed = Date.now() - started + 1
+        assert.deepEqual({ ...ours, timeLeft: 0, resetAfter: 0 }, { ...expected, timeLeft: 0, resetAfter: 0 }, `${name}, call ${call}`)
+        assert.equal(ours.remaining, Math.max(0, 4 - call), `${name}, call ${call}`)
+        for (const field of ['timeLeft', 'resetAfter']) {
+          const behind = expected[field] - ours[field]
+          assert.ok(behind >= -1 && behind <= passed, `${name}, call ${call}: ${field} ${ours[field]} against ${expected[field]}`)
+        }
+      }
+    }
+    await store.close()
   })
 
   it('opens one connection of its own beside the store\'s, logged in as the same user to the same database, and closes it with the store', async () => {

@@ -19,6 +19,8 @@
 // whole CPU per call. A call the library sends as more than one command is not replayed. An
 // argument that carries the caller's clock is replayed as captured: a known id then stays as of
 // that instant (its later calls are refused, as most calls over 10 ids are in `npm run bench`).
+// Ratekeeper's call on the server's clock (its now "", read by the script with TIME) is also
+// replayed with this host's clock in that place, as a peer sends its own: what the read costs.
 //
 //   npm run bench:redis-time [-- "token bucket"] [-- --rounds 5 --calls 3000] [-- --eval] [-- --replay]
 //
@@ -114,6 +116,14 @@ async function measureInProcess(scenario, clients, server) {
 }
 
 /**
+ * An argument as it was sent, from MONITOR's rendering of it (Redis escapes it as sdscatrepr does:
+ * `\n`, `\r`, `\t`, `\a`, `\b`, `\\`, `\"` and `\xHH`; ioredis undoes only `\"`). A lone call on the
+ * direct lane sends its configuration joined by newlines (src/store/script.rs, compact_command).
+ */
+const MONITOR_ESCAPES = { n: '\n', r: '\r', t: '\t', a: '\x07', b: '\b', '\\': '\\', '"': '"' }
+const unescapeMonitor = (arg) => arg.replace(/\\(x[0-9a-f]{2}|[nrtab\\"])/g, (_, code) => (code.length === 3 ? String.fromCharCode(parseInt(code.slice(1), 16)) : MONITOR_ESCAPES[code]))
+
+/**
  * The command(s) one call of `attempt` sends, as MONITOR sees them: those naming PROBE_ID (not
  * the commands scripts run, nor a connection's own set-up).
  */
@@ -121,7 +131,7 @@ async function capturedCall(clients, attempt) {
   const monitor = await clients.ioredis.monitor()
   const sent = []
   monitor.on('monitor', (time, args, source) => {
-    if (source !== 'lua' && args.some((arg) => arg.includes(PROBE_ID))) sent.push(args)
+    if (source !== 'lua' && args.some((arg) => arg.includes(PROBE_ID))) sent.push(args.map(unescapeMonitor))
   })
   await attempt(PROBE_ID)
   // MONITOR's feed may trail the reply: a PING through it comes after what it saw before.
@@ -170,18 +180,23 @@ async function measureReplayed(scenario, clients, server) {
     if (sent[0].some((arg, i) => arg !== again[0][i] && !isClock(arg))) return skip('sends an argument of its own with each call')
     commands[who] = sent[0]
   }
+  // Ratekeeper's call on the server's clock sends "" for its now (its script reads TIME): also
+  // replayed with this host's clock in its place, as the peers send theirs (µs, as captured).
+  const given = commands.ours.lastIndexOf('')
+  if (given !== -1) commands.given = commands.ours.map((arg, i) => (i === given ? String(Date.now() * 1000) : arg))
+  const sides = Object.keys(commands)
   for (const [kind, id] of [['one known id', 'replay-known'], ['a new id each', 'replay-__rand_int__']]) {
-    const micros = { ours: [], theirs: [] }
-    const cpu = { ours: [], theirs: [] }
+    const micros = Object.fromEntries(sides.map((who) => [who, []]))
+    const cpu = Object.fromEntries(sides.map((who) => [who, []]))
     for (let round = 0; round < ROUNDS; round++) {
-      for (const who of round % 2 ? ['theirs', 'ours'] : ['ours', 'theirs']) {
+      for (const who of round % 2 ? [...sides].reverse() : sides) {
         const run = await replayed(clients, server, commands[who], id)
         micros[who].push(run.micros)
         cpu[who].push(run.cpu)
       }
     }
-    const pair = (values) => `${median(values.ours).toFixed(2)} / ${median(values.theirs).toFixed(2)}`
-    console.log(`| ${scenario.name} | ${kind} | ${pair(micros)} | ${pair(cpu)} | ${commands.ours[0]} ${commands.ours.length - 1} arguments / ${commands.theirs[0]} ${commands.theirs.length - 1} |`)
+    const row = (values) => ['ours', 'given', 'theirs'].map((who) => (values[who] ? median(values[who]).toFixed(2) : '-')).join(' / ')
+    console.log(`| ${scenario.name} | ${kind} | ${row(micros)} | ${row(cpu)} | ${commands.ours[0]} ${commands.ours.length - 1} arguments / ${commands.theirs[0]} ${commands.theirs.length - 1} |`)
   }
 }
 
@@ -189,7 +204,7 @@ async function main() {
   const server = await startRedis()
   const clients = await connectClients(server.port, { autoPipelining: false, functions: FUNCTIONS })
   if (REPLAY) {
-    console.log('| scenario | calls on | Redis µs per call (ratekeeper / peer) | redis-server CPU per call | command sent |')
+    console.log('| scenario | calls on | Redis µs per call (ratekeeper / ratekeeper with its now given / peer) | redis-server CPU per call | command sent |')
     console.log('|---|---|---:|---:|---|')
   } else {
     console.log('| scenario | ids | ratekeeper µs per call | peer µs per call | ratekeeper / peer: redis-server CPU per call | this process\'s CPU per call | wall per call | ratekeeper commands per call | peer commands per call |')
