@@ -102,14 +102,16 @@ async function main() {
     await attempt('lua-cost-warm')
     await attempt('lua-cost-warm')
     const sent = await capturedCall(clients, attempt)
-    const library = sent.length === 1 && sent[0][0].toUpperCase() === 'FCALL' ? sent[0][1].match(/^ratekeeper_(\w+)_[0-9a-f]+$/) : null
+    const library = sent.length === 1 && sent[0][0].toUpperCase() === 'FCALL' ? sent[0][1].match(/^ratekeeper_(\w+)_[0-9a-f]{12}(_compact)?$/) : null
     if (library === null || Number(sent[0][2]) !== 1) {
       console.log(`| ${scenario.name} | (not measured: a call sends ${sent.map((args) => args[0]).join(', ') || 'nothing'}, not one FCALL of one key) | | | | |`)
       continue
     }
     const script = library[1]
     const key = sent[0][3].split(PROBE_ID).join('lua-cost')
-    const args = sent[0].slice(4)
+    // A lone call on the direct lane goes to the Function's compact entry, its configuration joined
+    // by newlines (src/store/script.rs): the loop takes ARGV whole.
+    const args = library[2] ? [...sent[0][4].split('\n'), ...sent[0].slice(5)] : sent[0].slice(4)
     const names = { against: `lua_cost_${script}_against`, working: `lua_cost_${script}_working` }
     await client.call('FUNCTION', 'LOAD', 'REPLACE', loopLibrary(names.against, script, AGAINST))
     await client.call('FUNCTION', 'LOAD', 'REPLACE', loopLibrary(names.working, script, null))

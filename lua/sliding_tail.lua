@@ -105,15 +105,23 @@ end
 
 -- (lua/lone.lua goes here)
 
+-- The one limit of a lone consume: its fields' names, duration and limit, made once per
+-- configuration (a Function keeps them: see src/store/script.rs), not at every call.
+local lone_name, lone_previous_name, lone_window_name, lone_duration, lone_limit
+if ARGV[1] == '1' then
+  lone_name = ARGV[2]
+  lone_previous_name, lone_window_name = lone_name .. ':p', lone_name .. ':w'
+  lone_duration, lone_limit = tonumber(lone_name), tonumber(ARGV[3])
+end
+
 -- A lone consume under one limit (see lua/lone.lua): the steps of judge() below, for one
 -- identifier.
 local function lone_consume()
   if not (ARGV[1] == '1' and ARGV[4] == 'consume' and ARGV[6] == '+' and ARGV[7] == '1') then
     return nil
   end
-  local key, name = KEYS[1], ARGV[2]
-  local previous_name, window_name = name .. ':p', name .. ':w'
-  local duration, limit, weight = tonumber(name), tonumber(ARGV[3]), tonumber(ARGV[9])
+  local key, name, previous_name, window_name = KEYS[1], lone_name, lone_previous_name, lone_window_name
+  local duration, limit, weight = lone_duration, lone_limit, tonumber(ARGV[9])
   local now, server_now = lone_now(ARGV[8])
   -- This limit's fields, and other limiters' (see tail_field()), as whole numbers.
   local flat = redis.pcall('HGETALL', key)

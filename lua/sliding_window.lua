@@ -35,16 +35,24 @@ local configuration_args = 4 * tonumber(ARGV[1]) + 3
 
 -- (lua/lone.lua goes here)
 
+-- The one limit of a lone consume: its fields' prefix, precision, buckets and limit, made once
+-- per configuration (a Function keeps them: see src/store/script.rs), not at every call.
+local lone_prefix, lone_precision, lone_bucket_count, lone_limit
+if ARGV[1] == '1' then
+  lone_prefix = ARGV[2] .. ':' .. ARGV[3] .. ':'
+  lone_precision, lone_bucket_count, lone_limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+end
+
 -- A lone consume under one limit (see lua/lone.lua): the steps of read_hash() and judge() below,
 -- for one identifier.
 local function lone_consume()
   if not (ARGV[1] == '1' and ARGV[6] == 'consume' and ARGV[8] == '+' and ARGV[9] == '1') then
     return nil
   end
-  local key, prefix = KEYS[1], ARGV[2] .. ':' .. ARGV[3] .. ':'
-  local bucket_count, limit, weight = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[11])
+  local key, prefix = KEYS[1], lone_prefix
+  local bucket_count, limit, weight = lone_bucket_count, lone_limit, tonumber(ARGV[11])
   local now, server_now = lone_now(ARGV[10])
-  local current = math.floor(now / tonumber(ARGV[3]))
+  local current = math.floor(now / lone_precision)
   local window_first = current - bucket_count + 1
   local first_live = math.max(window_first, 0)
   local answer, total, counted_now, oldest = {}, 0, false, nil
