@@ -112,7 +112,8 @@ export interface BlockCacheOptions {
    * others go to Redis. `reset` and `reward` through this limiter forget their ids; done
    * through another process they are not seen here, so such an id stays refused here until
    * the instant learned. With the Redis server's clock, a wait answered in process can be
-   * shorter than Redis's by the round trip of the call it was learned from, never longer, and
+   * shorter than Redis's by the round trip of the call it was learned from (and of the reply
+   * the direct lane learned that clock from: see {@link LimiterOptions.clock}), never longer, and
    * an entry never outlives the refusal. On rolling-rate-limiter's API it needs
    * `recordBlocked: false` (recorded blocked attempts extend the block in Redis, which an answer
    * in process cannot do: `ERR_INVALID_OPTION`). `maxIds`: the most ids remembered (default
@@ -477,7 +478,17 @@ export interface LimiterOptions extends StoreOptions, BlockCacheOptions {
   client?: RedisClientLike
   /** Redis key prefix: an id's state is one key at `namespace + id`. Each limiter has its own default. */
   namespace?: string
-  /** On Redis, whose clock decides when a call gives no `now`: `'redis'` (default) or `'local'`. */
+  /**
+   * On Redis, whose clock decides when a call gives no `now`: `'redis'` (the server's, default:
+   * every host of a fleet counts on one clock) or `'local'` (this host's). On the server's
+   * clock, the window limiters', buckets' and GCRA's lone calls (one at a time, by the direct
+   * lane) carry the lane's estimate of that clock once it learned it, instead of having Redis
+   * read it (`TIME`): never ahead of the server's clock, never behind an instant this process
+   * was answered with before, and behind the server's clock by at most the round trip it was
+   * learned from (under a millisecond); their waits count from the latest instant the clock
+   * may have been at, so none ends later than with `TIME` (docs/deployments.md, "The server's
+   * clock").
+   */
   clock?: 'redis' | 'local'
 }
 

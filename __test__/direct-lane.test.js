@@ -14,6 +14,7 @@ const native = require('../lib/native.js')
 const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
 const { startRedis, serverSupports } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
+const { commandsRun } = require('./helpers/command-stats.js')
 
 const T0 = 1_700_000_000_000
 
@@ -129,7 +130,9 @@ describe('the direct lane', () => {
       for (let call = 0; call < 7; call++) {
         const ours = await onServer.consume('x')
         const expected = await given.consume('x', { now })
-        // (Its milliseconds, and one for `now` rounded down.)
+        // (Its milliseconds, and one for `now` rounded down. A call after the lane's first
+        // carries its estimate of the server's clock, which may lag it, and counts its waits
+        // from the latest instant the clock may be at: see the next test.)
         const passed = Date.now() - started + 1
         assert.deepEqual({ ...ours, timeLeft: 0, resetAfter: 0 }, { ...expected, timeLeft: 0, resetAfter: 0 }, `${name}, call ${call}`)
         assert.equal(ours.remaining, Math.max(0, 4 - call), `${name}, call ${call}`)
@@ -138,6 +141,93 @@ describe('the direct lane', () => {
           assert.ok(behind >= -1 && behind <= passed, `${name}, call ${call}: ${field} ${ours[field]} against ${expected[field]}`)
         }
       }
+    }
+    await store.close()
+  })
+
+  it("on the server's clock, sends the lane's estimate of it once learned: never ahead of it, never behind an instant answered before", async () => {
+    // The server's clock in microseconds, as TIME reads it.
+    const serverNow = async () => {
+      const [seconds, micros] = (await server.cli('TIME')).split('\n').map(Number)
+      return seconds * 1e6 + micros
+    }
+    // The counting limiters (not the rolling windows, which read the clock at every call): Redis
+    // reads TIME for the first lone calls (the usual way while the lane opens, then the lane's
+    // first), then for about one in 100 ms; the rest carry the lane's estimate.
+    for (const [name, create] of Object.entries(LIMITERS).filter(([name]) => !ONE_ID.has(name))) {
+      const store = new RedisStore(server.url)
+      const limiter = create({ client: store, namespace: `clock-${name}:` })
+      const counted = await commandsRun(server, ['script', 'time'], async () => {
+        for (let i = 0; i < 40; i++) await limiter.consume('a')
+      })
+      // (A store's first call of a script may be sent again once the script is loaded.)
+      assert.ok(counted.script >= 40, name)
+      assert.ok(counted.time >= 1 && counted.time <= 10, `${name}: TIME read by ${counted.time} of 40 calls`)
+      await store.close()
+    }
+    // The instant each call was judged at, as the leaky bucket stored it ("<level>:<ts>", ts
+    // the instant a new bucket began, in µs), in the order the calls were made: a lone call on
+    // one store, a batch of two (which reads TIME), lone calls on that store, another store
+    // (another lane) and the first again. Each is at or after every instant answered before it;
+    // none is ahead of the server's clock after it; an estimate lags the server's clock by its
+    // sample's round trip (under 1 ms) at most.
+    const [a, b] = [new RedisStore(server.url), new RedisStore(server.url)]
+    const [bucketA, bucketB] = [a, b].map((client) => LIMITERS.LeakyBucket({ client, namespace: 'order:' }))
+    // (Each store's lane opens after its first lone call.)
+    for (let i = 0; i < 3; i++) {
+      await bucketA.consume(`warm${i}`)
+      await bucketB.consume(`warm${i}b`)
+    }
+    const made = []
+    for (let round = 0; round < 12; round++) {
+      const before = await serverNow()
+      const ids = []
+      const consume = async (bucket, id) => {
+        ids.push(id)
+        await bucket.consume(id)
+      }
+      await consume(bucketA, `${round}-first`)
+      // (The lane's allowance for drift, 1 µs per ms, grows meanwhile: the next estimate would
+      // lag the batch's TIME, were the batch's answer not heeded.)
+      await new Promise((resolve) => setTimeout(resolve, 80))
+      await Promise.all([consume(bucketA, `${round}-batch1`), consume(bucketA, `${round}-batch2`)])
+      await consume(bucketA, `${round}-after-batch`)
+      await consume(bucketB, `${round}-other-store`)
+      await consume(bucketA, `${round}-back`)
+      const after = await serverNow()
+      made.push({ before, after, ids })
+    }
+    let last = 0
+    for (const { before, after, ids } of made) {
+      for (const id of ids) {
+        const at = Number((await server.cli('GET', `order:${id}`)).split(':')[1])
+        assert.ok(at >= last, `${id} judged at ${at}, before ${last}, answered earlier`)
+        assert.ok(at <= after && at >= before - 1_000, `${id} judged at ${at}, server's clock ${before} to ${after}`)
+        last = Math.max(last, at)
+      }
+    }
+    await a.close()
+    await b.close()
+  })
+
+  it("counts a wait on the server's clock from no earlier than the call: added to the caller's clock read before it, it never ends after the window", async () => {
+    // A day's window ends at midnight UTC, on the server's clock (this host's here). A lone call
+    // that carried the lane's estimate was judged at an instant up to its sample's round trip
+    // before the call was written; its waits count from the latest instant the clock may have
+    // been at (Verdict::counted_from_later), so a caller's clock plus `resetAfter` lands on
+    // midnight at the latest, as with TIME (the Express headers and the block cache rely on it).
+    const DAY = 86_400_000
+    const store = new RedisStore(server.url)
+    const limiter = new FixedWindow({ client: store, namespace: 'day-waits:', limits: [{ duration: DAY, limit: 1_000 }] })
+    await limiter.consume('warm')
+    for (let call = 0; call < 80; call++) {
+      const started = Date.now()
+      const { resetAfter, allowed } = await limiter.consume('x')
+      const midnight = Math.ceil((started + 1) / DAY) * DAY
+      // (A call within a second of midnight may fall in the next day.)
+      if (midnight - started < 1000) continue
+      assert.ok(allowed)
+      assert.ok(started + resetAfter <= midnight, `call ${call}: ${started} + ${resetAfter} is ${started + resetAfter - midnight} ms after midnight`)
     }
     await store.close()
   })

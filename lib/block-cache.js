@@ -14,7 +14,8 @@
  *   its wait and reset count down with the clock.
  * It learns the instant as the time the call was sent plus the wait Redis answered, so an entry
  * never outlives the refusal (with the Redis server's clock, its waits can be shorter than
- * Redis's by the round trip of the call it learned from, never longer). `reset` and `reward`
+ * Redis's by the round trip of the call it learned from, and by the round trip the direct lane
+ * learned its estimate of that clock from when the call carried it; never longer). `reset` and `reward`
  * through this limiter forget the ids they name; through another process they cannot be seen,
  * so an id another process rewarded stays refused here until the instant learned.
  *

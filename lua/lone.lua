@@ -8,16 +8,20 @@
 -- the server's clock again). The Rust side puts this file where a script has the line
 -- "-- (lua/lone.lua goes here)" (see the `lua_script!` macro in src/binding/mod.rs).
 
--- A lone call's now in microseconds: the one it gave, or for "" the Redis server's clock, read
--- now and returned a second time (the reply ends with it: see each_counting_call in
--- lua/prelude.lua).
+-- A lone call's now in microseconds: the one it gave; or the Redis server's clock, returned a
+-- second time (the reply ends with it: see each_counting_call in lua/prelude.lua), read now for
+-- "", or for "~<now>" as the direct lane estimated it (see now_of in lua/prelude.lua).
 local function lone_now(given)
-  if given ~= '' then
-    return tonumber(given)
+  if given == '' then
+    local time = redis.call('TIME')
+    local now = time[1] * 1000000 + time[2]
+    return now, now
   end
-  local time = redis.call('TIME')
-  local now = time[1] * 1000000 + time[2]
-  return now, now
+  if string.byte(given) == 126 then
+    local now = tonumber(string.sub(given, 2))
+    return now, now
+  end
+  return tonumber(given)
 end
 
 -- A stored whole number from 0 to 2^53 as the batch path's whole() takes it, or nil for anything

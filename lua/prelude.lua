@@ -1,16 +1,23 @@
 -- Shared by every script: the Rust side puts this file in front of each of them (see the
 -- `lua_script!` macro in src/binding/mod.rs), so what runs in Redis is prelude + script.
 
--- A call's now, in microseconds since the epoch: the one it gave, or for "" the Redis server's
--- clock (read once per script call, so every call of a batch shares it).
+-- A call's now, in microseconds since the epoch: the one it gave, or the Redis server's clock,
+-- once per script call, so every call of a batch shares it: for "" read with TIME, for
+-- "~<now>" as the direct lane of a lone call estimated it, which spares Redis the TIME
+-- (src/store/direct.rs: never ahead of the server's clock, never behind a now this process
+-- was answered with before; a lone call's path that goes on to the batch path brings it here).
 local server_now
 local function now_of(given)
-  if given ~= '' then
+  if given ~= '' and string.byte(given) ~= 126 then
     return tonumber(given)
   end
   if not server_now then
-    local time = redis.call('TIME')
-    server_now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    if given ~= '' then
+      server_now = tonumber(string.sub(given, 2))
+    else
+      local time = redis.call('TIME')
+      server_now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    end
   end
   return server_now
 end

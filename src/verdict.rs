@@ -82,6 +82,30 @@ impl Tally {
 }
 
 impl Verdict {
+    /// This verdict, reached at an instant that may be up to `later` before the one its waits
+    /// must count from, with its waits counted from that later instant: `time_left` and
+    /// `reset_after` shortened by `later`, never below 1 µs when they were above 0 (a refusal
+    /// keeps a wait, a counter that holds something a reset), [`NEVER`] kept. So a wait added to
+    /// a clock read before the call never ends after the one the limiter would answer then.
+    ///
+    /// ```
+    /// # use ratekeeper::verdict::Verdict;
+    /// let verdict = Verdict { allowed: false, time_left: 2_500, remaining: 0, limit: 5, reset_after: 300 };
+    /// let later = verdict.counted_from_later(400);
+    /// assert_eq!((later.time_left, later.reset_after), (2_100, 1));
+    /// ```
+    pub fn counted_from_later(self, later: Micros) -> Self {
+        let shorten = |wait: Micros| match wait {
+            0 | NEVER => wait,
+            wait => (wait - later).max(1),
+        };
+        Self {
+            time_left: shorten(self.time_left),
+            reset_after: shorten(self.reset_after),
+            ..self
+        }
+    }
+
     /// `time_left` in whole milliseconds, rounded up; `f64::INFINITY` for [`NEVER`].
     pub fn time_left_millis(&self) -> f64 {
         millis_or_infinity(self.time_left)

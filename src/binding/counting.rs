@@ -392,7 +392,8 @@ impl<A: Counting> CountingEngine<A> {
             Mode::Reward => (keys.len(), 1, false),
             _ => (keys.len(), call.weight, mode == Mode::Consume),
         };
-        let lone = reply.lone();
+        // (Its `now`, `""` on the server's clock, is argument 1: see `Lone::now_at`.)
+        let lone = reply.lone().map(|lone| lone.with_now_at(1));
         batcher.submit(
             keys,
             args,
@@ -401,7 +402,10 @@ impl<A: Counting> CountingEngine<A> {
                     let now = sent_now.or(answer.server_now).ok_or_else(|| {
                         Failure::error(ErrorCode::StoreError, "the script answered no time")
                     })?;
-                    judge_reply(&algorithm, ids, weight, now, charge, answer.value)
+                    let verdict = judge_reply(&algorithm, ids, weight, now, charge, answer.value)?;
+                    Ok(verdict_values(
+                        &verdict.counted_from_later(answer.server_now_lag),
+                    ))
                 }))
             }),
             lone,
@@ -467,7 +471,7 @@ fn judge_reply<A: Counting>(
     now: Micros,
     charge: bool,
     answer: redis::Value,
-) -> Outcome<Values> {
+) -> Outcome<Verdict> {
     let counts: Vec<u64> = match answer {
         redis::Value::Int(count) => vec![count.max(0) as u64],
         answer => Vec::<i64>::from_redis_value(answer)
@@ -478,7 +482,5 @@ fn judge_reply<A: Counting>(
             .map(|count| count.max(0) as u64)
             .collect(),
     };
-    Ok(verdict_values(
-        &algorithm.judge(ids, &counts, weight, now, charge)?,
-    ))
+    algorithm.judge(ids, &counts, weight, now, charge)
 }

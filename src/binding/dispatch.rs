@@ -279,6 +279,7 @@ impl Reply {
         self.lone.then(|| Lone {
             channel: self.ticket.channel,
             ticket: self.ticket.number(),
+            now_at: None,
         })
     }
 

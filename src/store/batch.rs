@@ -34,6 +34,11 @@ pub struct Answer {
     /// The Redis server's clock (microseconds) when the script read it for the batch's calls
     /// without a `now` of their own, if it says so (see [`ScriptBatcher`]).
     pub server_now: Option<i64>,
+    /// How far (microseconds) `server_now` may be behind the server's clock as the call was
+    /// written: 0 when the script read it, more when a direct lane sent its estimate
+    /// (`super::direct`). Waits are to count from that later instant (see
+    /// `Verdict::counted_from_later`).
+    pub server_now_lag: i64,
 }
 
 /// Sends the calls of one script that share their leading arguments together: one EVALSHA with
@@ -155,11 +160,26 @@ pub(super) struct Call {
 }
 
 /// A lone call (nothing else of its caller pending as it began): its answer channel and ticket
-/// (see `src/binding/dispatch.rs`).
+/// (see `src/binding/dispatch.rs`), and where its arguments hold its `now`, if anywhere.
 #[derive(Debug, Clone, Copy)]
 pub struct Lone {
     pub channel: u32,
     pub ticket: f64,
+    /// The index of the call's `now` in its arguments, for a script that reads the server's
+    /// clock for `""`: a direct lane may send its estimate of that clock there instead, as
+    /// `~<now>` (`super::direct`), which the script takes as the server's `now` and answers as
+    /// such.
+    pub now_at: Option<usize>,
+}
+
+impl Lone {
+    /// This call's `now` is its argument number `index` (see [`Lone::now_at`]).
+    pub fn with_now_at(self, index: usize) -> Self {
+        Self {
+            now_at: Some(index),
+            ..self
+        }
+    }
 }
 
 impl ScriptBatcher {

@@ -20,10 +20,20 @@
 //! the script (`NOSCRIPT`, `MOVED`, `READONLY`, `LOADING`...), which the runtime then deals with.
 //! A call whose connection fails, or that gets no answer within `commandTimeoutMs`, fails as it
 //! would on the runtime's connection ([`fail`]).
+//!
+//! A lone call on the server's clock does not make Redis read it (`TIME`: 1 to 2.5 µs of a lone
+//! call's Redis time, benchmark/RESULTS.md items 44 and 45) once the lane knows that clock: it
+//! carries the lane's estimate ([`ServerClock`]) as `~<now>`, which the scripts take as the
+//! server's `now` (`lone_now` in `lua/lone.lua`, `now_of` in `lua/prelude.lua`). The estimate is
+//! never ahead of the server's clock as Redis runs the call, and never behind a `now` that any
+//! call of this process was answered with before it: so the instants at which one server judges
+//! this process's calls keep their order, as with `TIME`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, Value};
 
@@ -64,6 +74,8 @@ struct LaneState {
     node: Node,
     /// JavaScript has it open.
     ready: bool,
+    /// The node's clock, as the lane's replies told it.
+    clock: ServerClock,
 }
 
 struct Direct {
@@ -73,12 +85,139 @@ struct Direct {
     lane: u32,
     /// The EVALSHA or FCALL, then the reply's bytes as they arrive.
     bytes: Vec<u8>,
+    /// What the call does with the server's clock.
+    clock: ClockUse,
+    /// When JavaScript took it to write.
+    sent_at: Option<Instant>,
 }
 
 impl Direct {
     /// The call's first key, by which failures name the node.
     fn first_key(&self) -> &str {
         self.call.work.0.first().map_or("", String::as_str)
+    }
+
+    /// The call as the usual way sends it: on the server's clock as its batch reads it, not the
+    /// lane's estimate.
+    fn usual_call(mut self) -> Call {
+        if let ClockUse::Estimated { at, .. } = self.clock {
+            self.call.work.1[at] = String::new();
+        }
+        self.call
+    }
+}
+
+/// What a lane's call does with the server's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClockUse {
+    /// Nothing: it gave its own `now`, or its script reads no clock.
+    None,
+    /// Its script reads `TIME` (it was sent `""`) and answers it: the lane learns from the reply.
+    Reads,
+    /// It carries the lane's estimate, at index `at` of its arguments, behind the server's
+    /// clock as the call was written by up to `lag` microseconds.
+    Estimated { at: usize, lag: i64 },
+}
+
+/// Script replies answered to this process so far, by any store, lane or batch. A lane's estimate
+/// holds only while no reply came but its own calls' ([`ServerClock::seen`]): any other may
+/// carry a `now` that the server read later than the estimate's sample, and the estimate must
+/// not fall behind it.
+static REPLIES: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a script reply that came to this process the usual way (a batch's, answered or
+/// failed: a script may have read the server's clock either way).
+pub(super) fn count_reply() {
+    REPLIES.fetch_add(1, Ordering::AcqRel);
+}
+
+/// The longest round trip whose reply a lane learns the server's clock from: the estimate lags
+/// the clock by at most the sample's round trip.
+const CLOCK_SAMPLE_ROUND_TRIP: Duration = Duration::from_millis(1);
+
+/// How long a lane uses a sample: then a call reads the clock again, so that a server's clock
+/// set anew is followed within this.
+const CLOCK_SAMPLE_FOR: Duration = Duration::from_millis(100);
+
+/// How far this host's monotonic clock may run ahead of the server's, in microseconds per
+/// second: taken off the estimate (NTP slews a clock by at most 500 ppm).
+const CLOCK_DRIFT_PPM: i64 = 1000;
+
+/// A lane's estimate of its node's clock, from a call written at `sent_at` whose script read
+/// `TIME` (`server_now`, microseconds) and whose reply came at `answered_at`. The server read it
+/// between the two, so for a call written at `t` the server's clock is at least `server_now +
+/// (t - answered_at)` when it runs the call (less what this host's clock may drift meanwhile):
+/// the estimate. It was at most `server_now + (t - sent_at)` at `t` (plus the drift): the
+/// estimate lags it by the sample's round trip (no more than [`CLOCK_SAMPLE_ROUND_TRIP`]) and
+/// twice the drift allowed, at most: the call's answer counts its waits from there
+/// (`Verdict::counted_from_later`), so that they end no later than with `TIME`.
+#[derive(Default)]
+struct ServerClock {
+    sample: Option<ClockSample>,
+}
+
+#[derive(Clone, Copy)]
+struct ClockSample {
+    server_now: i64,
+    answered_at: Instant,
+    /// The sample's round trip, in microseconds.
+    round_trip: i64,
+    /// [`REPLIES`] after the lane's last reply: another reply since ends the sample.
+    seen: u64,
+}
+
+impl ServerClock {
+    /// The server's clock, in microseconds, for a call written at `at` while [`REPLIES`] is
+    /// `replies`, and how far behind it the estimate may be; `None` without a sample that holds.
+    fn estimate(&self, at: Instant, replies: u64) -> Option<(i64, i64)> {
+        let sample = self.sample.filter(|sample| sample.seen == replies)?;
+        let since = at.checked_duration_since(sample.answered_at)?;
+        if since > CLOCK_SAMPLE_FOR {
+            return None;
+        }
+        let micros = since.as_micros() as i64;
+        let drift = (micros * CLOCK_DRIFT_PPM + 999_999) / 1_000_000;
+        Some((
+            sample.server_now + micros - drift,
+            sample.round_trip + 2 * drift,
+        ))
+    }
+
+    /// Learns from the lane's call written at `sent_at`, answered at `answered_at` (the
+    /// [`REPLIES`] count `before` it, `before + 1` with it), which used the clock as `clock`
+    /// says and answered `server_now` (the server's clock as its script read it, or the
+    /// estimate it carried).
+    fn learn(
+        &mut self,
+        clock: ClockUse,
+        sent_at: Instant,
+        answered_at: Instant,
+        server_now: Option<i64>,
+        before: u64,
+    ) {
+        let round_trip = answered_at.saturating_duration_since(sent_at);
+        match (clock, server_now) {
+            // The lane's own estimate, answered: no later than the sample's next ones.
+            (ClockUse::Estimated { .. }, _) => {
+                if let Some(sample) = self.sample.as_mut().filter(|sample| sample.seen == before) {
+                    sample.seen = before + 1;
+                }
+            }
+            // The server's clock as a script read it, quickly: the next sample.
+            (_, Some(server_now)) if round_trip <= CLOCK_SAMPLE_ROUND_TRIP => {
+                self.sample = Some(ClockSample {
+                    server_now,
+                    answered_at,
+                    // (Whole microseconds, rounded up.)
+                    round_trip: round_trip.as_nanos().div_ceil(1000) as i64,
+                    seen: before + 1,
+                });
+            }
+            // A slow reply that read the clock, a script that may have read it without saying
+            // (the bucket circle's), a call passed on or failed: the server may have judged at a
+            // later instant than the sample's next estimates.
+            _ => self.sample = None,
+        }
     }
 }
 
@@ -170,6 +309,7 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
                     store: Arc::downgrade(store),
                     node: target.2.clone(),
                     ready: false,
+                    clock: ServerClock::default(),
                 });
                 lane.numbers.insert(target, number);
                 number
@@ -179,6 +319,21 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
             lane.wanted = Some(number);
             return Offer::Wanted(call);
         }
+        let mut call = call;
+        let clock = match lone.now_at {
+            Some(at) if call.work.1.get(at).is_some_and(String::is_empty) => {
+                let replies = REPLIES.load(Ordering::Acquire);
+                let state = &lane.lanes[number as usize];
+                match state.clock.estimate(Instant::now(), replies) {
+                    Some((estimate, lag)) => {
+                        call.work.1[at] = format!("~{estimate}");
+                        ClockUse::Estimated { at, lag }
+                    }
+                    None => ClockUse::Reads,
+                }
+            }
+            _ => ClockUse::None,
+        };
         let (keys, args) = &call.work;
         let command = batcher
             .script()
@@ -196,6 +351,8 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
             call,
             lane: number,
             bytes: command.get_packed_command(),
+            clock,
+            sent_at: None,
         });
         Offer::Taken
     })
@@ -205,7 +362,8 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
 /// never left behind, whatever JavaScript does.
 pub(super) fn release_offer() {
     if let Some(offered) = LANE.with(|lane| lane.borrow_mut().offered.take()) {
-        offered.batcher.hold(offered.call);
+        let batcher = offered.batcher.clone();
+        batcher.hold(offered.usual_call());
     }
 }
 
@@ -214,11 +372,13 @@ pub fn set_enabled(enabled: bool) {
     LANE.with(|lane| lane.borrow_mut().disabled = !enabled);
 }
 
-/// JavaScript opened lane number `lane` (`true`), or it closed (`false`).
+/// JavaScript opened lane number `lane` (`true`), or it closed (`false`: what it knew of the
+/// server's clock goes, as another server may answer at that address when it opens again).
 pub fn set_ready(lane: u32, ready: bool) {
     LANE.with(|lanes| {
         if let Some(state) = lanes.borrow_mut().lanes.get_mut(lane as usize) {
             state.ready = ready;
+            state.clock = ServerClock::default();
         }
     });
 }
@@ -234,6 +394,7 @@ pub fn take() -> Option<Taken> {
             return address(number, &store, &state.node).map(Taken::Open);
         }
         let mut direct = lane.offered.take()?;
+        direct.sent_at = Some(Instant::now());
         let request = std::mem::take(&mut direct.bytes);
         let store = direct.batcher.store();
         store.count_batch(1);
@@ -302,14 +463,23 @@ pub fn read(bytes: &[u8]) -> Read {
         // No call on the lane, not a reply, or bytes after it.
         None => return Read::Confused,
     };
+    let before = REPLIES.fetch_add(1, Ordering::AcqRel);
     let answered = match answer_of(&direct) {
-        Some(outcome) => {
+        Some(mut outcome) => {
+            let server_now = outcome.as_ref().ok().and_then(|answer| answer.server_now);
+            learn_clock(&direct, server_now, before);
+            if let (ClockUse::Estimated { lag, .. }, Ok(answer)) = (direct.clock, &mut outcome) {
+                answer.server_now_lag = lag;
+            }
             direct.batcher.store().count_call(&outcome);
             (direct.call.answered)(outcome);
             true
         }
         None => {
-            direct.batcher.send_now(direct.call);
+            // (Refused before running: the call is sent again, on the server's clock as read.)
+            learn_clock(&direct, None, before);
+            let batcher = direct.batcher.clone();
+            batcher.send_now(direct.usual_call());
             false
         }
     };
@@ -319,6 +489,20 @@ pub fn read(bytes: &[u8]) -> Read {
     } else {
         Read::PassedOn
     }
+}
+
+/// The lane of `direct`, answered now (the [`REPLIES`] count `before` its reply), learns what
+/// its reply tells of the server's clock.
+fn learn_clock(direct: &Direct, server_now: Option<i64>, before: u64) {
+    let answered_at = Instant::now();
+    let sent_at = direct.sent_at.unwrap_or(answered_at);
+    LANE.with(|lanes| {
+        if let Some(state) = lanes.borrow_mut().lanes.get_mut(direct.lane as usize) {
+            state
+                .clock
+                .learn(direct.clock, sent_at, answered_at, server_now, before);
+        }
+    });
 }
 
 /// The call's answer from its complete reply, or `None` when Redis refused to run the script
@@ -493,8 +677,79 @@ fn frame_end(bytes: &[u8], at: usize) -> Result<Option<usize>, ()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{frame_end, parse};
+    use super::{
+        frame_end, parse, ClockUse, ServerClock, CLOCK_SAMPLE_FOR, CLOCK_SAMPLE_ROUND_TRIP,
+    };
     use redis::Value;
+    use std::time::{Duration, Instant};
+
+    const US: Duration = Duration::from_micros(1);
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn the_server_clock_is_estimated_from_a_quick_reply_never_ahead_of_it() {
+        let t0 = Instant::now();
+        let mut clock = ServerClock::default();
+        assert_eq!(clock.estimate(t0, 0), None);
+        // Written at t0, answered 40 µs later (the 7th reply of the process): the server read
+        // 1,000,000,000 µs before the reply came.
+        clock.learn(ClockUse::Reads, t0, t0 + 40 * US, Some(1_000_000_000), 6);
+        let answered = t0 + 40 * US;
+        assert_eq!(clock.estimate(answered, 7), Some((1_000_000_000, 40)));
+        // 50 ms later: 50,000 µs less 50 for the drift allowed (1 µs per ms); behind the
+        // server's clock by up to the round trip and twice that.
+        assert_eq!(
+            clock.estimate(answered + 50 * MS, 7),
+            Some((1_000_049_950, 140))
+        );
+        assert_eq!(
+            clock.estimate(answered + CLOCK_SAMPLE_FOR, 7),
+            Some((1_000_099_900, 240))
+        );
+        // Too old: the clock is read again.
+        assert_eq!(clock.estimate(answered + CLOCK_SAMPLE_FOR + US, 7), None);
+        // Another reply came to this process since: its `now` may be later than the estimate.
+        assert_eq!(clock.estimate(answered + MS, 8), None);
+    }
+
+    #[test]
+    fn the_lanes_estimated_replies_keep_the_sample_and_any_other_reply_ends_or_renews_it() {
+        let t0 = Instant::now();
+        let mut clock = ServerClock::default();
+        // A reply slower than CLOCK_SAMPLE_ROUND_TRIP.
+        let slow = t0 + CLOCK_SAMPLE_ROUND_TRIP + US;
+        clock.learn(ClockUse::Reads, t0, slow, Some(5_000_000), 0);
+        assert_eq!(clock.estimate(slow, 1), None);
+        clock.learn(ClockUse::Reads, t0, t0 + MS, Some(5_000_000), 1);
+        assert_eq!(clock.estimate(t0 + 3 * MS, 2), Some((5_001_998, 1_004)));
+        // The lane's next call carried the estimate (reply 3): the sample holds.
+        let estimated = ClockUse::Estimated { at: 1, lag: 1_004 };
+        clock.learn(estimated, t0 + 3 * MS, t0 + 4 * MS, Some(5_001_998), 2);
+        assert_eq!(clock.estimate(t0 + 5 * MS, 3), Some((5_003_996, 1_008)));
+        // A reply elsewhere came (4), then the lane's own (5): the sample is gone for good.
+        clock.learn(ClockUse::None, t0 + 6 * MS, t0 + 7 * MS, None, 4);
+        assert_eq!(clock.estimate(t0 + 8 * MS, 5), None);
+        // A quick reply that read the clock brings a new sample; one that says nothing of the
+        // clock (it may have read it) ends it.
+        clock.learn(
+            ClockUse::Reads,
+            t0 + 8 * MS,
+            t0 + 9 * MS,
+            Some(8_000_000),
+            5,
+        );
+        assert_eq!(clock.estimate(t0 + 9 * MS, 6), Some((8_000_000, 1_000)));
+        clock.learn(ClockUse::None, t0 + 9 * MS, t0 + 9 * MS, None, 6);
+        assert_eq!(clock.estimate(t0 + 9 * MS, 7), None);
+        // A quick reply of a rolling window's script (no estimate: it read the clock) brings a
+        // new sample; a slow one that read the clock ends it.
+        let reply = (t0 + 9 * MS, t0 + 10 * MS, Some(9_000_000));
+        clock.learn(ClockUse::None, reply.0, reply.1, reply.2, 7);
+        assert_eq!(clock.estimate(t0 + 10 * MS, 8), Some((9_000_000, 1_000)));
+        let slow = (t0 + 11 * MS, t0 + 13 * MS, Some(9_003_000));
+        clock.learn(ClockUse::Reads, slow.0, slow.1, slow.2, 8);
+        assert_eq!(clock.estimate(t0 + 13 * MS, 9), None);
+    }
 
     #[test]
     fn a_reply_reads_as_redis_rs_reads_it() {

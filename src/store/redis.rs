@@ -228,6 +228,8 @@ impl RedisStore {
             .and_then(|(keys, _)| keys.first())
             .map_or("", |key| key.as_str());
         self.count_batch(calls.len());
+        // (Counted once the reply is in, or the call given up: see `super::direct::count_reply`.)
+        let _replied = RepliedOnDrop;
         let reply = self.query(first_key, &cmd, Some(script)).await?;
         self.batch_answers(reply, calls.len(), first_key)
     }
@@ -277,7 +279,11 @@ impl RedisStore {
                     };
                     Err(failure.with_cause("ResponseError", message))
                 }
-                value => Ok(Answer { value, server_now }),
+                value => Ok(Answer {
+                    value,
+                    server_now,
+                    server_now_lag: 0,
+                }),
             })
             .collect())
     }
@@ -475,5 +481,15 @@ impl RedisStore {
             )
         }
         .with_cause(cause_code, cause_message)
+    }
+}
+
+/// Counts a batch's script reply for the direct lanes' estimates of the server's clock when
+/// dropped: once the reply came, failed, or was given up ([`super::direct::count_reply`]).
+struct RepliedOnDrop;
+
+impl Drop for RepliedOnDrop {
+    fn drop(&mut self) {
+        super::direct::count_reply();
     }
 }
