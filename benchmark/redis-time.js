@@ -19,8 +19,9 @@
 // whole CPU per call. A call the library sends as more than one command is not replayed. An
 // argument that carries the caller's clock is replayed as captured: a known id then stays as of
 // that instant (its later calls are refused, as most calls over 10 ids are in `npm run bench`).
-// Ratekeeper's call on the server's clock (its now "", read by the script with TIME) is also
-// replayed with this host's clock in that place, as a peer sends its own: what the read costs.
+// Ratekeeper's lone call on the server's clock (the direct lane's estimate of it, "~<µs>", or "",
+// read by the script with TIME) is also replayed with "" in that place, and with this host's
+// clock, as a peer sends its own: what the read costs, and what the estimate spares.
 //
 //   npm run bench:redis-time [-- "token bucket"] [-- --rounds 5 --calls 3000] [-- --eval] [-- --replay]
 //
@@ -141,8 +142,14 @@ async function capturedCall(clients, attempt) {
   return sent
 }
 
-/** Whether `arg` is the caller's clock: now in milliseconds or microseconds, give or take a day. */
-const isClock = (arg) => /^(\d{13}|\d{16})$/.test(arg) && Math.abs(Number(arg.slice(0, 13)) - Date.now()) < 86_400_000
+/**
+ * Whether `arg` is a clock: the caller's, now in milliseconds or microseconds, or ratekeeper's
+ * direct lane's estimate of the server's (`~` and microseconds), give or take a day.
+ */
+const isClock = (arg) => /^~?(\d{13}|\d{16})$/.test(arg) && Math.abs(Number(arg.replace('~', '').slice(0, 13)) - Date.now()) < 86_400_000
+
+/** Whether `arg` is the direct lane's estimate of the server's clock (src/store/direct.rs). */
+const isEstimate = (arg) => arg.startsWith('~') && isClock(arg)
 
 /** `command` sent CALLS times by redis-benchmark, one at a time: Redis's µs per call and its whole CPU per call. */
 async function replayed(clients, server, command, id) {
@@ -180,10 +187,15 @@ async function measureReplayed(scenario, clients, server) {
     if (sent[0].some((arg, i) => arg !== again[0][i] && !isClock(arg))) return skip('sends an argument of its own with each call')
     commands[who] = sent[0]
   }
-  // Ratekeeper's call on the server's clock sends "" for its now (its script reads TIME): also
-  // replayed with this host's clock in its place, as the peers send theirs (µs, as captured).
-  const given = commands.ours.lastIndexOf('')
-  if (given !== -1) commands.given = commands.ours.map((arg, i) => (i === given ? String(Date.now() * 1000) : arg))
+  // Ratekeeper's lone call on the server's clock sends the direct lane's estimate of it ("~" and
+  // µs), or "" (its script reads TIME) until the lane has one: also replayed with "" there, and
+  // with this host's clock, as the peers send theirs (µs, as captured).
+  const estimated = commands.ours.findIndex(isEstimate)
+  const clockAt = estimated !== -1 ? estimated : commands.ours.lastIndexOf('')
+  if (clockAt !== -1) {
+    if (estimated !== -1) commands.time = commands.ours.map((arg, i) => (i === clockAt ? '' : arg))
+    commands.given = commands.ours.map((arg, i) => (i === clockAt ? String(Date.now() * 1000) : arg))
+  }
   const sides = Object.keys(commands)
   for (const [kind, id] of [['one known id', 'replay-known'], ['a new id each', 'replay-__rand_int__']]) {
     const micros = Object.fromEntries(sides.map((who) => [who, []]))
@@ -195,7 +207,7 @@ async function measureReplayed(scenario, clients, server) {
         cpu[who].push(run.cpu)
       }
     }
-    const row = (values) => ['ours', 'given', 'theirs'].map((who) => (values[who] ? median(values[who]).toFixed(2) : '-')).join(' / ')
+    const row = (values) => ['ours', 'time', 'given', 'theirs'].map((who) => (values[who] ? median(values[who]).toFixed(2) : '-')).join(' / ')
     console.log(`| ${scenario.name} | ${kind} | ${row(micros)} | ${row(cpu)} | ${commands.ours[0]} ${commands.ours.length - 1} arguments / ${commands.theirs[0]} ${commands.theirs.length - 1} |`)
   }
 }
@@ -204,7 +216,7 @@ async function main() {
   const server = await startRedis()
   const clients = await connectClients(server.port, { autoPipelining: false, functions: FUNCTIONS })
   if (REPLAY) {
-    console.log('| scenario | calls on | Redis µs per call (ratekeeper / ratekeeper with its now given / peer) | redis-server CPU per call | command sent |')
+    console.log('| scenario | calls on | Redis µs per call (ratekeeper as sent / reading TIME / with its now given / peer) | redis-server CPU per call | command sent |')
     console.log('|---|---|---:|---:|---|')
   } else {
     console.log('| scenario | ids | ratekeeper µs per call | peer µs per call | ratekeeper / peer: redis-server CPU per call | this process\'s CPU per call | wall per call | ratekeeper commands per call | peer commands per call |')
