@@ -148,8 +148,8 @@ const CLOCK_DRIFT_PPM: i64 = 1000;
 /// between the two, so for a call written at `t` the server's clock is at least `server_now +
 /// (t - answered_at)` when it runs the call (less what this host's clock may drift meanwhile):
 /// the estimate. It was at most `server_now + (t - sent_at)` at `t` (plus the drift): the
-/// estimate lags it by the sample's round trip (no more than [`CLOCK_SAMPLE_ROUND_TRIP`]) and
-/// twice the drift allowed, at most: the call's answer counts its waits from there
+/// estimate lags it by the sample's round trip (no more than [`CLOCK_SAMPLE_ROUND_TRIP`]),
+/// twice the drift allowed and a rounding, at most: the call's answer counts its waits from there
 /// (`Verdict::counted_from_later`), so that they end no later than with `TIME`.
 #[derive(Default)]
 struct ServerClock {
@@ -177,9 +177,10 @@ impl ServerClock {
         }
         let micros = since.as_micros() as i64;
         let drift = (micros * CLOCK_DRIFT_PPM + 999_999) / 1_000_000;
+        // (The lag: 2 µs more for the roundings of `micros` and of the drift.)
         Some((
             sample.server_now + micros - drift,
-            sample.round_trip + 2 * drift,
+            sample.round_trip + 2 * drift + 2,
         ))
     }
 
@@ -695,16 +696,16 @@ mod tests {
         // 1,000,000,000 µs before the reply came.
         clock.learn(ClockUse::Reads, t0, t0 + 40 * US, Some(1_000_000_000), 6);
         let answered = t0 + 40 * US;
-        assert_eq!(clock.estimate(answered, 7), Some((1_000_000_000, 40)));
+        assert_eq!(clock.estimate(answered, 7), Some((1_000_000_000, 42)));
         // 50 ms later: 50,000 µs less 50 for the drift allowed (1 µs per ms); behind the
-        // server's clock by up to the round trip and twice that.
+        // server's clock by up to the round trip, twice the drift and 2 µs of rounding.
         assert_eq!(
             clock.estimate(answered + 50 * MS, 7),
-            Some((1_000_049_950, 140))
+            Some((1_000_049_950, 142))
         );
         assert_eq!(
             clock.estimate(answered + CLOCK_SAMPLE_FOR, 7),
-            Some((1_000_099_900, 240))
+            Some((1_000_099_900, 242))
         );
         // Too old: the clock is read again.
         assert_eq!(clock.estimate(answered + CLOCK_SAMPLE_FOR + US, 7), None);
@@ -721,11 +722,11 @@ mod tests {
         clock.learn(ClockUse::Reads, t0, slow, Some(5_000_000), 0);
         assert_eq!(clock.estimate(slow, 1), None);
         clock.learn(ClockUse::Reads, t0, t0 + MS, Some(5_000_000), 1);
-        assert_eq!(clock.estimate(t0 + 3 * MS, 2), Some((5_001_998, 1_004)));
+        assert_eq!(clock.estimate(t0 + 3 * MS, 2), Some((5_001_998, 1_006)));
         // The lane's next call carried the estimate (reply 3): the sample holds.
-        let estimated = ClockUse::Estimated { at: 1, lag: 1_004 };
+        let estimated = ClockUse::Estimated { at: 1, lag: 1_006 };
         clock.learn(estimated, t0 + 3 * MS, t0 + 4 * MS, Some(5_001_998), 2);
-        assert_eq!(clock.estimate(t0 + 5 * MS, 3), Some((5_003_996, 1_008)));
+        assert_eq!(clock.estimate(t0 + 5 * MS, 3), Some((5_003_996, 1_010)));
         // A reply elsewhere came (4), then the lane's own (5): the sample is gone for good.
         clock.learn(ClockUse::None, t0 + 6 * MS, t0 + 7 * MS, None, 4);
         assert_eq!(clock.estimate(t0 + 8 * MS, 5), None);
@@ -738,14 +739,14 @@ mod tests {
             Some(8_000_000),
             5,
         );
-        assert_eq!(clock.estimate(t0 + 9 * MS, 6), Some((8_000_000, 1_000)));
+        assert_eq!(clock.estimate(t0 + 9 * MS, 6), Some((8_000_000, 1_002)));
         clock.learn(ClockUse::None, t0 + 9 * MS, t0 + 9 * MS, None, 6);
         assert_eq!(clock.estimate(t0 + 9 * MS, 7), None);
         // A quick reply of a rolling window's script (no estimate: it read the clock) brings a
         // new sample; a slow one that read the clock ends it.
         let reply = (t0 + 9 * MS, t0 + 10 * MS, Some(9_000_000));
         clock.learn(ClockUse::None, reply.0, reply.1, reply.2, 7);
-        assert_eq!(clock.estimate(t0 + 10 * MS, 8), Some((9_000_000, 1_000)));
+        assert_eq!(clock.estimate(t0 + 10 * MS, 8), Some((9_000_000, 1_002)));
         let slow = (t0 + 11 * MS, t0 + 13 * MS, Some(9_003_000));
         clock.learn(ClockUse::Reads, slow.0, slow.1, slow.2, 8);
         assert_eq!(clock.estimate(t0 + 13 * MS, 9), None);
