@@ -172,7 +172,8 @@ describe('the direct lane', () => {
     // none is ahead of the server's clock after it; an estimate lags the server's clock by its
     // sample's round trip (under 1 ms) at most.
     const [a, b] = [new RedisStore(server.url), new RedisStore(server.url)]
-    const [bucketA, bucketB] = [a, b].map((client) => LIMITERS.LeakyBucket({ client, namespace: 'order:' }))
+    // (A minute's leak, so that no bucket expires before it is read.)
+    const [bucketA, bucketB] = [a, b].map((client) => LIMITERS.LeakyBucket({ client, namespace: 'order:', leakInterval: 60_000 }))
     // (Each store's lane opens after its first lone call.)
     for (let i = 0; i < 3; i++) {
       await bucketA.consume(`warm${i}`)
