@@ -85,8 +85,8 @@ struct Direct {
     lane: u32,
     /// The EVALSHA or FCALL, then the reply's bytes as they arrive.
     bytes: Vec<u8>,
-    /// What the call does with the server's clock.
-    clock: ClockUse,
+    /// The lane's estimate of the server's clock that the call carries, if it carries one.
+    estimate: Option<Estimate>,
     /// When JavaScript took it to write.
     sent_at: Option<Instant>,
 }
@@ -100,23 +100,19 @@ impl Direct {
     /// The call as the usual way sends it: on the server's clock as its batch reads it, not the
     /// lane's estimate.
     fn usual_call(mut self) -> Call {
-        if let ClockUse::Estimated { at, .. } = self.clock {
-            self.call.work.1[at] = String::new();
+        if let Some(estimate) = self.estimate {
+            self.call.work.1[estimate.at] = String::new();
         }
         self.call
     }
 }
 
-/// What a lane's call does with the server's clock.
+/// The lane's estimate of the server's clock in a call: at index `at` of its arguments, behind
+/// the server's clock as the call was written by up to `lag` microseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ClockUse {
-    /// Nothing: it gave its own `now`, or its script reads no clock.
-    None,
-    /// Its script reads `TIME` (it was sent `""`) and answers it: the lane learns from the reply.
-    Reads,
-    /// It carries the lane's estimate, at index `at` of its arguments, behind the server's
-    /// clock as the call was written by up to `lag` microseconds.
-    Estimated { at: usize, lag: i64 },
+struct Estimate {
+    at: usize,
+    lag: i64,
 }
 
 /// Script replies answered to this process so far, by any store, lane or batch. A lane's estimate
@@ -185,21 +181,21 @@ impl ServerClock {
     }
 
     /// Learns from the lane's call written at `sent_at`, answered at `answered_at` (the
-    /// [`REPLIES`] count `before` it, `before + 1` with it), which used the clock as `clock`
-    /// says and answered `server_now` (the server's clock as its script read it, or the
-    /// estimate it carried).
+    /// [`REPLIES`] count `before` it, `before + 1` with it), which carried the lane's estimate
+    /// (`estimated`) or not, and answered `server_now` (the server's clock as its script read
+    /// it, or the estimate it carried).
     fn learn(
         &mut self,
-        clock: ClockUse,
+        estimated: bool,
         sent_at: Instant,
         answered_at: Instant,
         server_now: Option<i64>,
         before: u64,
     ) {
         let round_trip = answered_at.saturating_duration_since(sent_at);
-        match (clock, server_now) {
+        match (estimated, server_now) {
             // The lane's own estimate, answered: no later than the sample's next ones.
-            (ClockUse::Estimated { .. }, _) => {
+            (true, _) => {
                 if let Some(sample) = self.sample.as_mut().filter(|sample| sample.seen == before) {
                     sample.seen = before + 1;
                 }
@@ -291,7 +287,7 @@ pub(super) enum Offer {
 
 /// Offers a lone call (the only one held when its turn ended: see
 /// [`super::batch::send_held_calls`]) to the direct lane.
-pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
+pub(super) fn offer(batcher: &ScriptBatcher, mut call: Call) -> Offer {
     LANE.with(|lane| {
         let mut lane = lane.borrow_mut();
         let (Some(lone), false, None) = (call.lone, lane.disabled, &lane.in_flight) else {
@@ -320,21 +316,18 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
             lane.wanted = Some(number);
             return Offer::Wanted(call);
         }
-        let mut call = call;
-        let clock = match lone.now_at {
-            Some(at) if call.work.1.get(at).is_some_and(String::is_empty) => {
+        // (Without an estimate, a call on the server's clock sends "": its script reads TIME.)
+        let estimate = lone
+            .now_at
+            .filter(|&at| call.work.1.get(at).is_some_and(String::is_empty))
+            .and_then(|at| {
                 let replies = REPLIES.load(Ordering::Acquire);
-                let state = &lane.lanes[number as usize];
-                match state.clock.estimate(Instant::now(), replies) {
-                    Some((estimate, lag)) => {
-                        call.work.1[at] = format!("~{estimate}");
-                        ClockUse::Estimated { at, lag }
-                    }
-                    None => ClockUse::Reads,
-                }
-            }
-            _ => ClockUse::None,
-        };
+                let (now, lag) = lane.lanes[number as usize]
+                    .clock
+                    .estimate(Instant::now(), replies)?;
+                call.work.1[at] = format!("~{now}");
+                Some(Estimate { at, lag })
+            });
         let (keys, args) = &call.work;
         let command = batcher
             .script()
@@ -352,7 +345,7 @@ pub(super) fn offer(batcher: &ScriptBatcher, call: Call) -> Offer {
             call,
             lane: number,
             bytes: command.get_packed_command(),
-            clock,
+            estimate,
             sent_at: None,
         });
         Offer::Taken
@@ -469,8 +462,8 @@ pub fn read(bytes: &[u8]) -> Read {
         Some(mut outcome) => {
             let server_now = outcome.as_ref().ok().and_then(|answer| answer.server_now);
             learn_clock(&direct, server_now, before);
-            if let (ClockUse::Estimated { lag, .. }, Ok(answer)) = (direct.clock, &mut outcome) {
-                answer.server_now_lag = lag;
+            if let (Some(estimate), Ok(answer)) = (direct.estimate, &mut outcome) {
+                answer.server_now_lag = estimate.lag;
             }
             direct.batcher.store().count_call(&outcome);
             (direct.call.answered)(outcome);
@@ -499,9 +492,13 @@ fn learn_clock(direct: &Direct, server_now: Option<i64>, before: u64) {
     let sent_at = direct.sent_at.unwrap_or(answered_at);
     LANE.with(|lanes| {
         if let Some(state) = lanes.borrow_mut().lanes.get_mut(direct.lane as usize) {
-            state
-                .clock
-                .learn(direct.clock, sent_at, answered_at, server_now, before);
+            state.clock.learn(
+                direct.estimate.is_some(),
+                sent_at,
+                answered_at,
+                server_now,
+                before,
+            );
         }
     });
 }
@@ -678,9 +675,7 @@ fn frame_end(bytes: &[u8], at: usize) -> Result<Option<usize>, ()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        frame_end, parse, ClockUse, ServerClock, CLOCK_SAMPLE_FOR, CLOCK_SAMPLE_ROUND_TRIP,
-    };
+    use super::{frame_end, parse, ServerClock, CLOCK_SAMPLE_FOR, CLOCK_SAMPLE_ROUND_TRIP};
     use redis::Value;
     use std::time::{Duration, Instant};
 
@@ -694,7 +689,7 @@ mod tests {
         assert_eq!(clock.estimate(t0, 0), None);
         // Written at t0, answered 40 µs later (the 7th reply of the process): the server read
         // 1,000,000,000 µs before the reply came.
-        clock.learn(ClockUse::Reads, t0, t0 + 40 * US, Some(1_000_000_000), 6);
+        clock.learn(false, t0, t0 + 40 * US, Some(1_000_000_000), 6);
         let answered = t0 + 40 * US;
         assert_eq!(clock.estimate(answered, 7), Some((1_000_000_000, 42)));
         // 50 ms later: 50,000 µs less 50 for the drift allowed (1 µs per ms); behind the
@@ -719,36 +714,29 @@ mod tests {
         let mut clock = ServerClock::default();
         // A reply slower than CLOCK_SAMPLE_ROUND_TRIP.
         let slow = t0 + CLOCK_SAMPLE_ROUND_TRIP + US;
-        clock.learn(ClockUse::Reads, t0, slow, Some(5_000_000), 0);
+        clock.learn(false, t0, slow, Some(5_000_000), 0);
         assert_eq!(clock.estimate(slow, 1), None);
-        clock.learn(ClockUse::Reads, t0, t0 + MS, Some(5_000_000), 1);
+        clock.learn(false, t0, t0 + MS, Some(5_000_000), 1);
         assert_eq!(clock.estimate(t0 + 3 * MS, 2), Some((5_001_998, 1_006)));
         // The lane's next call carried the estimate (reply 3): the sample holds.
-        let estimated = ClockUse::Estimated { at: 1, lag: 1_006 };
-        clock.learn(estimated, t0 + 3 * MS, t0 + 4 * MS, Some(5_001_998), 2);
+        clock.learn(true, t0 + 3 * MS, t0 + 4 * MS, Some(5_001_998), 2);
         assert_eq!(clock.estimate(t0 + 5 * MS, 3), Some((5_003_996, 1_010)));
         // A reply elsewhere came (4), then the lane's own (5): the sample is gone for good.
-        clock.learn(ClockUse::None, t0 + 6 * MS, t0 + 7 * MS, None, 4);
+        clock.learn(false, t0 + 6 * MS, t0 + 7 * MS, None, 4);
         assert_eq!(clock.estimate(t0 + 8 * MS, 5), None);
         // A quick reply that read the clock brings a new sample; one that says nothing of the
         // clock (it may have read it) ends it.
-        clock.learn(
-            ClockUse::Reads,
-            t0 + 8 * MS,
-            t0 + 9 * MS,
-            Some(8_000_000),
-            5,
-        );
+        clock.learn(false, t0 + 8 * MS, t0 + 9 * MS, Some(8_000_000), 5);
         assert_eq!(clock.estimate(t0 + 9 * MS, 6), Some((8_000_000, 1_002)));
-        clock.learn(ClockUse::None, t0 + 9 * MS, t0 + 9 * MS, None, 6);
+        clock.learn(false, t0 + 9 * MS, t0 + 9 * MS, None, 6);
         assert_eq!(clock.estimate(t0 + 9 * MS, 7), None);
         // A quick reply of a rolling window's script (no estimate: it read the clock) brings a
         // new sample; a slow one that read the clock ends it.
         let reply = (t0 + 9 * MS, t0 + 10 * MS, Some(9_000_000));
-        clock.learn(ClockUse::None, reply.0, reply.1, reply.2, 7);
+        clock.learn(false, reply.0, reply.1, reply.2, 7);
         assert_eq!(clock.estimate(t0 + 10 * MS, 8), Some((9_000_000, 1_002)));
         let slow = (t0 + 11 * MS, t0 + 13 * MS, Some(9_003_000));
-        clock.learn(ClockUse::Reads, slow.0, slow.1, slow.2, 8);
+        clock.learn(false, slow.0, slow.1, slow.2, 8);
         assert_eq!(clock.estimate(t0 + 13 * MS, 9), None);
     }
 
