@@ -23,13 +23,24 @@
 // read by the script with TIME) is also replayed with "" in that place, and with this host's
 // clock, as a peer sends its own: what the read costs, and what the estimate spares.
 //
-//   npm run bench:redis-time [-- "token bucket"] [-- --rounds 5 --calls 3000] [-- --eval] [-- --replay]
+// --floor: each library's calls against the floor of a lone call on this thread: its captured
+// request (as --replay captures it) written, for each id, by a bare client (the bytes built
+// beforehand, one socket, `onread` into one buffer, the reply's end found and nothing parsed),
+// each call awaited before the next. Four paths in one process (ratekeeper, the peer, and the
+// bare client sending each one's request), in blocks of CALLS calls (500 by default), ROUNDS
+// rounds (30) in a turning order, over 10 and over 10,000 ids; per block each path's wall time
+// per call, then the medians of the blocks' ratios, pair by pair: a library against the bare
+// client sending its request is what its client adds to the floor; the bare clients against each
+// other is what Redis's work for the two requests adds.
+//
+//   npm run bench:redis-time [-- "token bucket"] [-- --rounds 5 --calls 3000] [-- --eval] [-- --replay | --floor]
 //
 // (--eval: ratekeeper's scripts as EVALSHA, as on Redis 6.2, instead of Redis Functions.
 // BENCH_CLOCK=local: see benchmark/bench.js.)
 
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
+const net = require('node:net')
 const { scenarios, connectClients } = require('./bench.js')
 const { startRedis } = require('../__test__/helpers/redis-server.js')
 
@@ -38,8 +49,10 @@ const option = (name, fallback) => {
   const at = argv.indexOf(`--${name}`)
   return at === -1 ? fallback : Number(argv[at + 1])
 }
-const ROUNDS = option('rounds', 5)
-const CALLS = option('calls', 3000)
+/** `--floor`: each library against a bare client sending its request (see above). */
+const FLOOR = argv.includes('--floor')
+const ROUNDS = option('rounds', FLOOR ? 30 : 5)
+const CALLS = option('calls', FLOOR ? 500 : 3000)
 const ONLY = argv.find((arg, i) => !arg.startsWith('--') && !['--rounds', '--calls'].includes(argv[i - 1]))
 /** `--replay`: each side's captured lone call sent again by redis-benchmark (see above). */
 const REPLAY = argv.includes('--replay')
@@ -167,8 +180,13 @@ async function replayed(clients, server, command, id) {
   return { micros: micros / CALLS, cpu }
 }
 
-/** Each side's lone call replayed (--replay): a table row per id kind. */
-async function measureReplayed(scenario, clients, server) {
+/**
+ * Each side's lone call as one command, captured twice (see `capturedCall`): { ours, theirs }, or
+ * null (with a table row that says why) when a side sends more than one command per call or an
+ * argument of the call's own (the sliding log's member, which would make every replay the same
+ * action again; the caller's clock is replayed as captured).
+ */
+async function loneCommands(scenario, clients) {
   const commands = {}
   for (const who of ['ours', 'theirs']) {
     const attempt = scenario[who]()
@@ -178,15 +196,23 @@ async function measureReplayed(scenario, clients, server) {
     const sent = await capturedCall(clients, attempt)
     const again = await capturedCall(clients, attempt)
     const library = who === 'ours' ? 'ratekeeper' : 'the peer'
-    const skip = (why) => console.log(`| ${scenario.name} | (not replayed: ${library} ${why}) | | | |`)
+    const skip = (why) => {
+      console.log(`| ${scenario.name} | (not replayed: ${library} ${why}) | | | |`)
+      return null
+    }
     if (sent.length !== 1 || again.length !== 1) {
       return skip(`sends ${sent.map((args) => args[0]).join(', ') || 'nothing'} per call`)
     }
-    // An argument of the call's own (the sliding log's member) would make every replay the same
-    // action again: such calls are not replayed. The caller's clock is (see above).
     if (sent[0].some((arg, i) => arg !== again[0][i] && !isClock(arg))) return skip('sends an argument of its own with each call')
     commands[who] = sent[0]
   }
+  return commands
+}
+
+/** Each side's lone call replayed (--replay): a table row per id kind. */
+async function measureReplayed(scenario, clients, server) {
+  const commands = await loneCommands(scenario, clients)
+  if (commands === null) return
   // Ratekeeper's lone call on the server's clock sends the direct lane's estimate of it ("~" and
   // µs), or "" (its script reads TIME) until the lane has one: also replayed with "" there, and
   // with this host's clock, as the peers send theirs (µs, as captured).
@@ -212,10 +238,112 @@ async function measureReplayed(scenario, clients, server) {
   }
 }
 
+/** `args` as a RESP request (what every client writes). */
+const request = (args) => Buffer.concat([Buffer.from(`*${args.length}\r\n`), ...args.map((arg) => Buffer.from(`$${Buffer.byteLength(arg)}\r\n${arg}\r\n`))])
+
+/** Where the RESP2 reply that starts at `at` in `bytes` ends, or -1 when it is not all there. */
+function replyEnd(bytes, at) {
+  const line = bytes.indexOf('\r\n', at)
+  if (line === -1) return -1
+  const type = bytes[at]
+  if (type !== 0x24 /* $ */ && type !== 0x2a /* * */) return line + 2
+  const length = Number(bytes.toString('latin1', at + 1, line))
+  if (type === 0x24) return length < 0 ? line + 2 : line + 2 + length + 2 <= bytes.length ? line + 2 + length + 2 : -1
+  let end = line + 2
+  for (let i = 0; i < length && end !== -1; i++) end = replyEnd(bytes, end)
+  return end
+}
+
+/**
+ * The bare client of --floor on `port`: `call(bytes)` writes a request built beforehand and
+ * resolves once its whole reply came, read by `onread` into one buffer, nothing parsed.
+ */
+async function bareClient(port) {
+  let waiting = null
+  let held = Buffer.alloc(0)
+  const received = (bytes) => {
+    // (Copied only when a reply comes in several reads: the read buffer is reused.)
+    const all = held.length === 0 ? bytes : Buffer.concat([held, bytes])
+    if (replyEnd(all, 0) !== all.length) {
+      held = Buffer.from(all)
+      return
+    }
+    held = Buffer.alloc(0)
+    const resolve = waiting
+    waiting = null
+    resolve()
+  }
+  const onread = { buffer: Buffer.allocUnsafeSlow(64 * 1024), callback: (length, buffer) => received(buffer.subarray(0, length)) }
+  const socket = net.connect({ port, host: '127.0.0.1', onread })
+  socket.setNoDelay(true)
+  await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
+  return {
+    call: (bytes) =>
+      new Promise((resolve) => {
+        waiting = resolve
+        socket.write(bytes)
+      }),
+    close: () => socket.destroy(),
+  }
+}
+
+/** The calls of --floor, over `ids` ids: the same order of ids on every path. */
+const floorIds = (ids) => Array.from({ length: CALLS }, (_, i) => (i * 7919) % ids)
+
+/**
+ * Each side's calls against the bare client sending its request (--floor): a table row per id
+ * count, each path's median wall time per call and the medians of the blocks' ratios.
+ */
+async function measureFloor(scenario, clients, server) {
+  const commands = await loneCommands(scenario, clients)
+  if (commands === null) return
+  const bare = await bareClient(server.port)
+  try {
+    for (const ids of [10, 10_000]) {
+      await clients.flush()
+      const order = floorIds(ids)
+      // Each path on ids of its own: the bare clients' requests are built for each id beforehand.
+      const library = { ours: scenario.ours(), theirs: scenario.theirs() }
+      const built = (who) => Array.from({ length: ids }, (_, k) => request(commands[who].map((arg) => arg.split(PROBE_ID).join(`bare-${who}-${k}`))))
+      const requests = { ours: built('ours'), theirs: built('theirs') }
+      const paths = {
+        ours: (k) => library.ours(`user-${k}`),
+        theirs: (k) => library.theirs(`user-${k}`),
+        'bare ours': (k) => bare.call(requests.ours[k]),
+        'bare theirs': (k) => bare.call(requests.theirs[k]),
+      }
+      const names = Object.keys(paths)
+      // Untimed first: the ids past their first calls (over 10 ids, past their limit, as the
+      // calls of `npm run bench` mostly are) and the JIT warm.
+      const untimed = ids <= 100 ? ids * 150 : UNTIMED
+      for (const name of names) for (let i = 0; i < untimed; i++) await paths[name](order[i % CALLS])
+      const wall = Object.fromEntries(names.map((name) => [name, []]))
+      for (let round = 0; round < ROUNDS; round++) {
+        const turned = names.slice(round % names.length).concat(names.slice(0, round % names.length))
+        for (const name of round % 2 ? turned.reverse() : turned) {
+          const call = paths[name]
+          const started = process.hrtime.bigint()
+          for (let i = 0; i < CALLS; i++) await call(order[i])
+          wall[name].push(Number(process.hrtime.bigint() - started) / 1000 / CALLS)
+        }
+      }
+      const ratio = (a, b) => median(wall[a].map((value, i) => value / wall[b][i])).toFixed(3)
+      const micros = names.map((name) => median(wall[name]).toFixed(1)).join(' / ')
+      console.log(`| ${scenario.name} | ${ids.toLocaleString('en')} | ${micros} | ${ratio('ours', 'bare ours')} | ${ratio('theirs', 'bare theirs')} | ${ratio('bare theirs', 'bare ours')} | ${ratio('theirs', 'ours')} |`)
+    }
+  } finally {
+    bare.close()
+  }
+}
+
 async function main() {
   const server = await startRedis()
   const clients = await connectClients(server.port, { autoPipelining: false, functions: FUNCTIONS })
-  if (REPLAY) {
+  if (FLOOR) {
+    console.log(`One caller, ${ROUNDS} rounds of ${CALLS} awaited calls per path, medians:\n`)
+    console.log('| scenario | ids | wall µs per call: ratekeeper / peer / bare client with ratekeeper\'s request / with the peer\'s | ratekeeper / its bare client | peer / its bare client | bare: peer\'s request / ratekeeper\'s | speed, ratekeeper / peer |')
+    console.log('|---|---:|---|---:|---:|---:|---:|')
+  } else if (REPLAY) {
     console.log('| scenario | calls on | Redis µs per call (ratekeeper as sent / reading TIME / with its now given / peer) | redis-server CPU per call | command sent |')
     console.log('|---|---|---:|---:|---|')
   } else {
@@ -223,7 +351,7 @@ async function main() {
     console.log('|---|---:|---:|---:|---:|---:|---:|---|---|')
   }
   for (const scenario of scenarios(clients).filter((s) => s.redis && (!ONLY || s.name.includes(ONLY)))) {
-    await (REPLAY ? measureReplayed : measureInProcess)(scenario, clients, server)
+    await (FLOOR ? measureFloor : REPLAY ? measureReplayed : measureInProcess)(scenario, clients, server)
   }
   clients.ioredis.disconnect()
   clients.ioredis4.disconnect()
