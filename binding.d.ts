@@ -893,6 +893,15 @@ export interface RollingWindowOptions {
 export declare function sendHeldCalls(channel?: number | undefined | null): number
 
 /**
+ * Sends the lone call held, by its direct lane, before its turn of the event loop ends:
+ * `lib/engine.js` runs this once the microtasks queued before a lone call have run; nothing
+ * else should. When it is the only call held, of the answer channel `channel`, and its lane is
+ * open, it is offered to the lane and its ticket is returned (`lib/direct.js` then takes it);
+ * otherwise nothing is sent, -1 is returned, and the calls held wait for `sendHeldCalls`.
+ */
+export declare function sendLoneCall(channel: number): number
+
+/**
  * One sentinel's address, as ioredis names it.
  *
  * ```js

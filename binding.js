@@ -860,6 +860,7 @@ module.exports.failDirectCall = nativeBinding.failDirectCall
 module.exports.readDirectHandshake = nativeBinding.readDirectHandshake
 module.exports.readDirectReply = nativeBinding.readDirectReply
 module.exports.sendHeldCalls = nativeBinding.sendHeldCalls
+module.exports.sendLoneCall = nativeBinding.sendLoneCall
 module.exports.setAnswerHandler = nativeBinding.setAnswerHandler
 module.exports.setDirectLaneReady = nativeBinding.setDirectLaneReady
 module.exports.setDirectLanes = nativeBinding.setDirectLanes

@@ -7,6 +7,7 @@
 
 const { describe, it, before, after } = require('node:test')
 const assert = require('node:assert/strict')
+const net = require('node:net')
 
 const ratekeeper = require('..')
 const { FixedWindow, RedisStore } = ratekeeper
@@ -268,6 +269,37 @@ describe('the direct lane', () => {
       answers.map((a) => [a.allowed, a.remaining]),
       [[true, 3], [true, 2], [true, 1], [true, 0], [false, 0], [false, 0]],
     )
+    await store.close()
+  })
+
+  it('writes a lone call once the microtasks before it ran, before its turn ends, and holds a call made later in the turn for its answer', async () => {
+    const store = new RedisStore(server.url)
+    const limiter = new FixedWindow({ client: store, namespace: 'early:', limits: [{ duration: 60_000, limit: 1 }] })
+    // Lone calls: the lane opens and takes them.
+    for (let i = 0; i < 3; i++) await limiter.consume(`warm${i}`, { now: T0 })
+    const events = []
+    const write = net.Socket.prototype.write
+    net.Socket.prototype.write = function (...args) {
+      events.push('write')
+      return write.apply(this, args)
+    }
+    try {
+      for (let round = 0; round < 3; round++) {
+        events.length = 0
+        // (Queued before the call: the end of the turn, where the calls of a turn leave together.)
+        const turnEnded = new Promise((resolve) => setImmediate(() => resolve(events.push('end of turn'))))
+        const first = limiter.consume(`x${round}`, { now: T0 })
+        // The lone call's microtask has run: it left by the lane.
+        await Promise.resolve()
+        const second = limiter.consume(`x${round}`, { now: T0 })
+        await turnEnded
+        assert.deepEqual(events, ['write', 'end of turn'], `round ${round}: the lone call alone written, before the turn ended`)
+        const answers = await Promise.all([first, second])
+        assert.deepEqual(answers.map((a) => [a.allowed, a.remaining]), [[true, 0], [false, 0]], `round ${round}: in the order made`)
+      }
+    } finally {
+      net.Socket.prototype.write = write
+    }
     await store.close()
   })
 

@@ -2,7 +2,8 @@
 
 /**
  * The direct lanes (src/store/direct.rs): a lone Redis call (nothing else of this process's
- * calls pending, the only call of its turn of the event loop) is written by this thread on a
+ * calls pending, the only call held once the microtasks before it ran, or at the end of its turn
+ * of the event loop: lib/engine.js, sendSoon) is written by this thread on a
  * socket of its own to the node (a single node, or the primary found through Sentinel), and its
  * reply read here, instead of going through the store's thread and back: one
  * wake-up of this thread per call, as with a JavaScript client, where the usual way costs a lone

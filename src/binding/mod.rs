@@ -164,6 +164,16 @@ pub fn send_held_calls(channel: Option<u32>) -> f64 {
     crate::store::batch::send_held_calls(channel).unwrap_or(-1.0)
 }
 
+/// Sends the lone call held, by its direct lane, before its turn of the event loop ends:
+/// `lib/engine.js` runs this once the microtasks queued before a lone call have run; nothing
+/// else should. When it is the only call held, of the answer channel `channel`, and its lane is
+/// open, it is offered to the lane and its ticket is returned (`lib/direct.js` then takes it);
+/// otherwise nothing is sent, -1 is returned, and the calls held wait for `sendHeldCalls`.
+#[napi_derive::napi(catch_unwind)]
+pub fn send_lone_call(channel: u32) -> f64 {
+    crate::store::batch::send_lone_call(channel).unwrap_or(-1.0)
+}
+
 /// A promise already rejected with `failure`.
 pub fn rejected<'env, T: ToNapiValue>(
     env: &'env Env,

@@ -115,12 +115,15 @@ thread_local! {
 /// call held is a lone call of the answer channel `channel`, it is offered to the direct lane
 /// instead ([`super::direct::offer`]): the answer is then its ticket, for JavaScript to take it.
 /// (Decided here, once the turn is over: the calls of a turn that made several leave together,
-/// in order, the usual way.)
+/// in order, the usual way. A lone call may have left by its lane before: [`send_lone_call`].)
 pub fn send_held_calls(channel: Option<u32>) -> Option<f64> {
     super::direct::release_offer();
     let batchers = HOLDING.with(|holding| std::mem::take(&mut *holding.borrow_mut()));
     let offered = match (batchers.as_slice(), channel) {
-        ([batcher], Some(channel)) => offer_lone(batcher, channel),
+        ([batcher], Some(channel)) => batcher.queue.as_ref().and_then(|queue| {
+            let mut held = queue.held.lock().unwrap_or_else(|p| p.into_inner());
+            offer_lone(batcher, &mut held, channel, true)
+        }),
         _ => None,
     };
     for batcher in batchers {
@@ -132,20 +135,43 @@ pub fn send_held_calls(channel: Option<u32>) -> Option<f64> {
     offered
 }
 
-/// Offers the call `batcher` holds to the direct lane when it is the only one and a lone call of
-/// `channel`: its ticket when JavaScript has something to take (the call, or a lane to open; the
-/// call then stays held).
-fn offer_lone(batcher: &ScriptBatcher, channel: u32) -> Option<f64> {
+/// Sends the call held on this thread by its direct lane before the turn ends, when it is the only
+/// call held, a lone call of the answer channel `channel`, and its lane is open: its ticket then,
+/// for JavaScript to take the call ([`super::direct::take`]). Otherwise nothing is sent, and the
+/// calls held wait for [`send_held_calls`] at the end of the turn, which opens a lane a lone call
+/// wanted. (A lone call's turn may not be over yet: the calls made later in it, the lane's
+/// carried, are then held until that call is answered, see [`super::direct::route`].)
+pub fn send_lone_call(channel: u32) -> Option<f64> {
+    let batcher = HOLDING.with(|holding| match holding.borrow().as_slice() {
+        [batcher] => Some(batcher.clone()),
+        _ => None,
+    })?;
     let queue = batcher.queue.as_ref()?;
     let mut held = queue.held.lock().unwrap_or_else(|p| p.into_inner());
+    let ticket = offer_lone(&batcher, &mut held, channel, false)?;
+    held.listed = false;
+    drop(held);
+    HOLDING.with(|holding| holding.borrow_mut().clear());
+    Some(ticket)
+}
+
+/// Offers the call `batcher` holds (`held`) to the direct lane when it is the only one and a lone
+/// call of `channel`: its ticket when JavaScript has something to take (the call; or, when
+/// `open_lanes`, a lane to open, the call then staying held).
+fn offer_lone(
+    batcher: &ScriptBatcher,
+    held: &mut Held,
+    channel: u32,
+    open_lanes: bool,
+) -> Option<f64> {
     let lone = match held.calls.as_slice() {
         [call] => call.lone.filter(|lone| lone.channel == channel)?,
         _ => return None,
     };
     let call = held.calls.pop()?;
-    let (call, for_javascript) = match super::direct::offer(batcher, call) {
+    let (call, for_javascript) = match super::direct::offer(batcher, call, open_lanes) {
         Offer::Taken => return Some(lone.ticket),
-        Offer::Wanted(call) => (call, true),
+        Offer::Wanted(call) => (call, open_lanes),
         Offer::Declined(call) => (call, false),
     };
     held.calls.push(call);

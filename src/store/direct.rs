@@ -6,7 +6,9 @@
 //! at a time, a cron job, a CLI) pays both for one call: on an idle machine each wake-up of a
 //! sleeping thread costs 20-30 µs, more than Redis spends on the script (benchmark/RESULTS.md,
 //! item 27). So a call that found nothing else of its caller pending, and is still the only one
-//! held when its turn of the event loop ends ([`offer`]), is packed here, on the JS thread, into
+//! held once the microtasks queued before it have run, or else when its turn of the event loop
+//! ends ([`offer`], from [`super::batch::send_lone_call`] or [`super::batch::send_held_calls`]:
+//! the lane is opened at the end of a turn), is packed here, on the JS thread, into
 //! its EVALSHA, or its `FCALL` of the Function's compact entry (the configuration as one
 //! argument: [`super::script::LuaScript::compact_command`]), which `lib/direct.js` writes on a
 //! socket of its own to the node (a single node, or the primary found through Sentinel) and
@@ -278,16 +280,18 @@ pub(super) fn route(batcher: &ScriptBatcher, call: Call) -> Option<Call> {
 pub(super) enum Offer {
     /// Offered to the lane, for JavaScript to [`take`].
     Taken,
-    /// Given back: its lane is not open yet, and JavaScript is asked to open it ([`take`]).
+    /// Given back: its lane is not open yet (JavaScript is asked to open it, [`take`], when the
+    /// offer said so).
     Wanted(Call),
     /// Given back: it cannot go by a lane (lanes off, TLS, a Cluster, a node without an open
     /// connection).
     Declined(Call),
 }
 
-/// Offers a lone call (the only one held when its turn ended: see
-/// [`super::batch::send_held_calls`]) to the direct lane.
-pub(super) fn offer(batcher: &ScriptBatcher, mut call: Call) -> Offer {
+/// Offers a lone call (the only one held: see [`super::batch::send_held_calls`] and
+/// [`super::batch::send_lone_call`]) to the direct lane. A lane not open yet is asked of
+/// JavaScript only when `open_lanes`.
+pub(super) fn offer(batcher: &ScriptBatcher, mut call: Call, open_lanes: bool) -> Offer {
     LANE.with(|lane| {
         let mut lane = lane.borrow_mut();
         let (Some(lone), false, None) = (call.lone, lane.disabled, &lane.in_flight) else {
@@ -313,7 +317,9 @@ pub(super) fn offer(batcher: &ScriptBatcher, mut call: Call) -> Offer {
             }
         };
         if !lane.lanes[number as usize].ready {
-            lane.wanted = Some(number);
+            if open_lanes {
+                lane.wanted = Some(number);
+            }
             return Offer::Wanted(call);
         }
         // (Without an estimate, a call on the server's clock sends "": its script reads TIME.)
