@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::direct::Offer;
 use super::redis::RedisStore;
-use super::script::LuaScript;
+use super::script::{compact_configuration, LuaScript};
 use crate::error::{ErrorCode, Failure, Outcome};
 
 /// The most calls one EVALSHA carries.
@@ -64,6 +64,9 @@ pub struct ScriptBatcher {
     store: Arc<RedisStore>,
     script: &'static LuaScript,
     shared: Arc<Vec<String>>,
+    /// `shared` as a lone call sends it to the script's compact entry, joined once (see
+    /// [`super::script::compact_configuration`]).
+    compact: Option<Arc<str>>,
     runtime: tokio::runtime::Handle,
     queue: Option<Arc<CallQueue>>,
 }
@@ -233,6 +236,7 @@ impl ScriptBatcher {
         Self {
             store,
             script,
+            compact: compact_configuration(&shared).map(Arc::from),
             shared,
             runtime: runtime.clone(),
             queue,
@@ -242,8 +246,8 @@ impl ScriptBatcher {
     /// Runs the script for one call; `answered` gets its answer, or the failure, within
     /// `commandTimeoutMs` of the call leaving this thread. Called on the JS thread, which must then
     /// run [`send_held_calls`]. A `lone` call (nothing else of its caller pending) that is still
-    /// the only one held when the turn ends may go by the direct lane instead (see
-    /// [`super::direct`]).
+    /// the only one held when it is sent ([`send_lone_call`], [`send_held_calls`]) may go by the
+    /// direct lane instead (see [`super::direct`]).
     pub fn submit(
         &self,
         keys: Vec<String>,
@@ -271,6 +275,11 @@ impl ScriptBatcher {
 
     pub(super) fn shared(&self) -> &[String] {
         &self.shared
+    }
+
+    /// The configuration a lone call sends to the script's compact entry, if it can.
+    pub(super) fn compact_configuration(&self) -> Option<&str> {
+        self.compact.as_deref()
     }
 
     /// The usual way: the call is held until [`send_held_calls`] (or sent with those held when

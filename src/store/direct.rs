@@ -10,7 +10,7 @@
 //! ends ([`offer`], from [`super::batch::send_lone_call`] or [`super::batch::send_held_calls`]:
 //! the lane is opened at the end of a turn), is packed here, on the JS thread, into
 //! its EVALSHA, or its `FCALL` of the Function's compact entry (the configuration as one
-//! argument: [`super::script::LuaScript::compact_command`]), which `lib/direct.js` writes on a
+//! argument: [`super::script::LuaScript::compact_request`]), which `lib/direct.js` writes on a
 //! socket of its own to the node (a single node, or the primary found through Sentinel) and
 //! whose reply it hands back ([`read`]): the JS thread wakes once per call, as with a JavaScript
 //! client.
@@ -335,9 +335,13 @@ pub(super) fn offer(batcher: &ScriptBatcher, mut call: Call, open_lanes: bool) -
                 Some(Estimate { at, lag })
             });
         let (keys, args) = &call.work;
-        let command = batcher
-            .script()
-            .compact_command(store.counters(), batcher.shared(), keys, args)
+        let request = batcher
+            .compact_configuration()
+            .and_then(|configuration| {
+                batcher
+                    .script()
+                    .compact_request(store.counters(), configuration, keys, args)
+            })
             .unwrap_or_else(|| {
                 super::redis::batch_command(
                     batcher.script(),
@@ -345,12 +349,13 @@ pub(super) fn offer(batcher: &ScriptBatcher, mut call: Call, open_lanes: bool) -
                     batcher.shared(),
                     std::slice::from_ref(&call.work),
                 )
+                .get_packed_command()
             });
         lane.offered = Some(Direct {
             batcher: batcher.clone(),
             call,
             lane: number,
-            bytes: command.get_packed_command(),
+            bytes: request,
             estimate,
             sent_at: None,
         });

@@ -134,7 +134,11 @@ impl NodeLink {
 
     /// Whether the connection is open (as far as is known).
     pub fn is_open(&self) -> bool {
-        matches!(self.state(), LinkState::Open(_))
+        // (Read in place: a clone of the connection costs a lone call's offer two atomic updates.)
+        matches!(
+            *self.state.read().unwrap_or_else(|p| p.into_inner()),
+            LinkState::Open(_)
+        )
     }
 
     /// After `error` on the open connection: when it says the connection is gone, the next

@@ -22,7 +22,7 @@
 //! `EVALSHA` runs it, given that answer (so that it does not try the lone path again).
 //!
 //! The library has a second entry, `<name>_compact`, for the direct lane's lone calls (see
-//! [`LuaScript::compact_command`]): the same Function, given `ARGV` up to the batch's shape as one
+//! [`LuaScript::compact_request`]): the same Function, given `ARGV` up to the batch's shape as one
 //! argument, its values joined by newlines. It keeps each configuration's `ARGV` built (16 of
 //! them, then it starts again), writing a call's own arguments after it.
 //!
@@ -51,7 +51,7 @@ const ANSWERED_HERE: &str = "-- (a Function's configured part ends here: lone_an
 /// How many configurations a Function keeps built, per script.
 const CONFIGURATIONS_KEPT: usize = 16;
 
-/// What ends the name of a Function's compact entry (see [`LuaScript::compact_command`]).
+/// What ends the name of a Function's compact entry (see [`LuaScript::compact_request`]).
 const COMPACT_SUFFIX: &str = "_compact";
 
 /// A script of `lua/`, ready to run in Redis.
@@ -62,7 +62,7 @@ pub struct LuaScript {
 
 struct LuaFunction {
     name: String,
-    /// The name of its compact entry (see [`LuaScript::compact_command`]).
+    /// The name of its compact entry (see [`LuaScript::compact_request`]).
     compact_name: String,
     library: String,
 }
@@ -105,39 +105,48 @@ impl LuaScript {
         }
     }
 
-    /// The `FCALL` of one call (its `keys` and `args`, see [`super::batch::call_arguments`]) by
-    /// the Function's compact entry: the configuration (`shared`, `ARGV`'s leading arguments) and
-    /// the batch's shape as one argument, their values joined by newlines, which the library
-    /// splits once per configuration. Redis makes an object of each argument of a command, and a
-    /// Lua string of each one for the Function, at every call: one for the configuration instead
-    /// of several saves Redis about 2 µs per call for the token bucket's eight
-    /// (benchmark/RESULTS.md, item 43). `None` when the call must go by [`Self::command`]: the
-    /// script has no Function, the store sends `EVALSHA`, or the configuration cannot be joined
-    /// (it has no values, or one with a newline).
-    pub fn compact_command(
+    /// The request (`FCALL`, as Redis reads it) of one call (its `keys` and `args`, see
+    /// [`super::batch::call_arguments`]) by the Function's compact entry, given its
+    /// `configuration` ([`compact_configuration`]): the configuration and the batch's shape as
+    /// one argument, which the library splits once per configuration. Redis makes an object of
+    /// each argument of a command, and a Lua string of each one for the Function, at every call:
+    /// one for the configuration instead of several saves Redis about 2 µs per call for the
+    /// token bucket's eight (benchmark/RESULTS.md, item 43). Written here, not through a
+    /// `redis::Cmd`, which would copy each argument twice more (item 46). `None` when the call
+    /// must go by [`Self::command`]: the script has no Function, or the store sends `EVALSHA`.
+    pub fn compact_request(
         &self,
         counters: &RedisCounters,
-        shared: &[String],
+        configuration: &str,
         keys: &[String],
         args: &[String],
-    ) -> Option<Cmd> {
+    ) -> Option<Vec<u8>> {
         let function = self.function.as_ref()?;
-        if counters.eval_only.load(Ordering::Relaxed)
-            || shared.is_empty()
-            || shared.iter().any(|value| value.contains('\n'))
-        {
+        if counters.eval_only.load(Ordering::Relaxed) {
             return None;
         }
-        // The batch's shape ("+": one call) is the same at every call: it goes with them.
-        let mut configuration = shared.join("\n");
-        configuration.push_str("\n+");
-        let mut cmd = redis::cmd("FCALL");
-        cmd.arg(&function.compact_name)
-            .arg(keys.len())
-            .arg(keys)
-            .arg(configuration)
-            .arg(args);
-        Some(cmd)
+        let name = function.compact_name.as_bytes();
+        let count = keys.len();
+        let mut request = Vec::with_capacity(
+            64 + name.len()
+                + configuration.len()
+                + keys.iter().chain(args).map(|a| a.len() + 16).sum::<usize>(),
+        );
+        request.push(b'*');
+        write_decimal(&mut request, 4 + count + args.len());
+        request.extend_from_slice(b"\r\n$5\r\nFCALL\r\n");
+        write_bulk(&mut request, name);
+        let mut digits = Vec::with_capacity(20);
+        write_decimal(&mut digits, count);
+        write_bulk(&mut request, &digits);
+        for key in keys {
+            write_bulk(&mut request, key.as_bytes());
+        }
+        write_bulk(&mut request, configuration.as_bytes());
+        for arg in args {
+            write_bulk(&mut request, arg.as_bytes());
+        }
+        Some(request)
     }
 
     /// The script's Function, if it has one: its name and its library's code.
@@ -227,7 +236,7 @@ fn function_library(name: &str, configured: &str, whole: &str) -> String {
          \x20 end\n\
          \x20 return whole_script(keys, args, answer)\n\
          end)\n\
-         -- The compact entry (see LuaScript::compact_command): args[1] is ARGV up to the batch's \
+         -- The compact entry (see LuaScript::compact_request): args[1] is ARGV up to the batch's \
          shape, joined by newlines,\n\
          -- the rest follows it. Each configuration's ARGV is built once and kept, its tail \
          rewritten at each call:\n\
@@ -274,6 +283,42 @@ fn function_library(name: &str, configured: &str, whole: &str) -> String {
         keep = CONFIGURATIONS_KEPT + 1,
         kept = CONFIGURATIONS_KEPT,
     )
+}
+
+/// The configuration of a Function's compact entry (see [`LuaScript::compact_request`]): `shared`
+/// (`ARGV`'s leading arguments) and the batch's shape of one call (`+`), joined by newlines;
+/// `None` when they cannot be joined (no values, or one holding a newline).
+pub fn compact_configuration(shared: &[String]) -> Option<String> {
+    if shared.is_empty() || shared.iter().any(|value| value.contains('\n')) {
+        return None;
+    }
+    let mut configuration = shared.join("\n");
+    configuration.push_str("\n+");
+    Some(configuration)
+}
+
+/// Appends `bytes` to `request` as a RESP bulk string.
+fn write_bulk(request: &mut Vec<u8>, bytes: &[u8]) {
+    request.push(b'$');
+    write_decimal(request, bytes.len());
+    request.extend_from_slice(b"\r\n");
+    request.extend_from_slice(bytes);
+    request.extend_from_slice(b"\r\n");
+}
+
+/// Appends `value` in decimal digits to `request`.
+fn write_decimal(request: &mut Vec<u8>, mut value: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    request.extend_from_slice(&digits[at..]);
 }
 
 /// Whether `error` says that a Function is not loaded on the node.
@@ -454,50 +499,50 @@ mod tests {
         let strings = |values: &[&str]| values.iter().map(|v| v.to_string()).collect::<Vec<_>>();
         let (shared, keys, args) = (
             strings(&["600000", "consume"]),
-            strings(&["k"]),
-            strings(&["1", "", "1"]),
+            strings(&["k", "key two"]),
+            strings(&["2", "", "1", "12345678901"]),
         );
-        let cmd = script
-            .compact_command(&counters, &shared, &keys, &args)
+        let configuration = compact_configuration(&shared).expect("a configuration");
+        assert_eq!(configuration, "600000\nconsume\n+");
+        let request = script
+            .compact_request(&counters, &configuration, &keys, &args)
             .expect("a compact FCALL");
-        let sent: Vec<Vec<u8>> = cmd
-            .args_iter()
-            .map(|arg| match arg {
-                Arg::Simple(bytes) => bytes.to_vec(),
-                _ => b"(not a plain argument)".to_vec(),
-            })
-            .collect();
-        let expected: Vec<Vec<u8>> = [
-            "FCALL",
-            &format!("{name}_compact"),
-            "1",
-            "k",
-            "600000\nconsume\n+",
-            "1",
-            "",
-            "1",
-        ]
-        .iter()
-        .map(|arg| arg.as_bytes().to_vec())
-        .collect();
-        assert_eq!(sent, expected);
-        // Not joined: nothing to join, a value holding a newline, EVALSHA, a script without a
-        // Function.
-        assert!(script
-            .compact_command(&counters, &[], &keys, &args)
-            .is_none());
-        let newline = strings(&["600000", "con\nsume"]);
-        assert!(script
-            .compact_command(&counters, &newline, &keys, &args)
-            .is_none());
+        // As redis-rs packs the same command.
+        let expected = redis::cmd("FCALL")
+            .arg(format!("{name}_compact"))
+            .arg(2)
+            .arg(&keys)
+            .arg(&configuration)
+            .arg(&args)
+            .get_packed_command();
+        assert_eq!(
+            String::from_utf8_lossy(&request),
+            String::from_utf8_lossy(&expected)
+        );
+        // Not joined: nothing to join, a value holding a newline. Not compact: EVALSHA, a script
+        // without a Function.
+        assert_eq!(compact_configuration(&[]), None);
+        assert_eq!(
+            compact_configuration(&strings(&["600000", "con\nsume"])),
+            None
+        );
         counters.eval_only.store(true, Ordering::Relaxed);
         assert!(script
-            .compact_command(&counters, &shared, &keys, &args)
+            .compact_request(&counters, &configuration, &keys, &args)
             .is_none());
         let plain = LuaScript::new("plain", "return 1\n");
         assert!(plain
-            .compact_command(&RedisCounters::default(), &shared, &keys, &args)
+            .compact_request(&RedisCounters::default(), &configuration, &keys, &args)
             .is_none());
+    }
+
+    #[test]
+    fn writes_decimals_as_redis_reads_them() {
+        for value in [0, 7, 10, 99, 100, 65_535, usize::MAX] {
+            let mut written = Vec::new();
+            write_decimal(&mut written, value);
+            assert_eq!(written, value.to_string().into_bytes());
+        }
     }
 
     fn error(reply: &str) -> RedisError {
