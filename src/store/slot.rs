@@ -27,11 +27,12 @@ pub fn key_slot(key: &[u8]) -> u16 {
 /// On a Cluster, every key of one call must live in one slot: otherwise a clear error, naming
 /// the fix (a shared hash tag).
 pub fn check_one_slot(config: &RedisConfig, keys: &[String]) -> Outcome<()> {
-    let Some((first, rest)) = keys.split_first() else {
+    // (Only a Cluster has slots: a call on one node computes none.)
+    let Some((first, rest)) = keys.split_first().filter(|_| config.is_cluster()) else {
         return Ok(());
     };
     let slot = key_slot(first.as_bytes());
-    if config.is_cluster() && rest.iter().any(|key| key_slot(key.as_bytes()) != slot) {
+    if rest.iter().any(|key| key_slot(key.as_bytes()) != slot) {
         return Err(Failure::range_error(
             ErrorCode::InvalidId,
             "on a Redis Cluster, the ids of one call must share a hash tag so that their keys \
