@@ -303,6 +303,31 @@ describe('the direct lane', () => {
     await store.close()
   })
 
+  it('answers lone calls while the global queueMicrotask and setImmediate are replaced, as fake timers replace them', async () => {
+    const store = new RedisStore(server.url)
+    const limiter = new FixedWindow({ client: store, namespace: 'faked:', limits: [{ duration: 60_000, limit: 10 }] })
+    const real = { queueMicrotask: globalThis.queueMicrotask, setImmediate: globalThis.setImmediate }
+    // What a fake clock does until the test advances it: nothing.
+    globalThis.queueMicrotask = () => {}
+    globalThis.setImmediate = () => {}
+    const remaining = []
+    try {
+      for (let i = 0; i < 5; i++) {
+        let timer
+        const stalled = new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`call ${i} was never sent`)), 3000)
+        })
+        const answer = await Promise.race([limiter.consume('x', { now: T0 }), stalled]).finally(() => clearTimeout(timer))
+        remaining.push(answer.remaining)
+      }
+    } finally {
+      Object.assign(globalThis, real)
+      // (Closing fails a call left unsent, which would keep the process alive.)
+      await store.close()
+    }
+    assert.deepEqual(remaining, [9, 8, 7, 6, 5])
+  })
+
   it('sends a call made while the lane carries another once that one is answered', async () => {
     const store = new RedisStore(server.url)
     const limiter = new FixedWindow({ client: store, namespace: 'meanwhile:', limits: [{ duration: 60_000, limit: 20 }] })

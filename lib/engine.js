@@ -162,9 +162,16 @@ const waitingCalls = () => slotTickets.length - freeSlots.length
 function sendSoon(waiting) {
   if (sendScheduled) return
   sendScheduled = true
-  if (waiting === 1) queueMicrotask(sendLoneCall)
+  if (waiting === 1) resolved.then(sendLoneCall)
   else timers.setImmediate(sendHeldCalls)
 }
+
+/**
+ * A settled Promise, whose `then` queues a microtask: `queueMicrotask` is a global that test
+ * frameworks' fake timers replace (Jest's by default), which would hold a lone call until the
+ * test advances its timers (`node:timers` is used above for the same reason).
+ */
+const resolved = Promise.resolve()
 
 /**
  * Sends a lone call by its direct lane when it is still the only call held and its lane is open;
