@@ -42,7 +42,7 @@ const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const net = require('node:net')
 const { scenarios, connectClients } = require('./bench.js')
-const { startRedis } = require('../__test__/helpers/redis-server.js')
+const { respCommand, startRedis } = require('../__test__/helpers/redis-server.js')
 
 const argv = process.argv.slice(2)
 const option = (name, fallback) => {
@@ -238,9 +238,6 @@ async function measureReplayed(scenario, clients, server) {
   }
 }
 
-/** `args` as a RESP request (what every client writes). */
-const request = (args) => Buffer.concat([Buffer.from(`*${args.length}\r\n`), ...args.map((arg) => Buffer.from(`$${Buffer.byteLength(arg)}\r\n${arg}\r\n`))])
-
 /** Where the RESP2 reply that starts at `at` in `bytes` ends, or -1 when it is not all there. */
 function replyEnd(bytes, at) {
   const line = bytes.indexOf('\r\n', at)
@@ -304,7 +301,7 @@ async function measureFloor(scenario, clients, server) {
       const order = floorIds(ids)
       // Each path on ids of its own: the bare clients' requests are built for each id beforehand.
       const library = { ours: scenario.ours(), theirs: scenario.theirs() }
-      const built = (who) => Array.from({ length: ids }, (_, k) => request(commands[who].map((arg) => arg.split(PROBE_ID).join(`bare-${who}-${k}`))))
+      const built = (who) => Array.from({ length: ids }, (_, k) => Buffer.from(respCommand(commands[who].map((arg) => arg.split(PROBE_ID).join(`bare-${who}-${k}`)))))
       const requests = { ours: built('ours'), theirs: built('theirs') }
       const paths = {
         ours: (k) => library.ours(`user-${k}`),

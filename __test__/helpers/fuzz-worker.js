@@ -49,6 +49,7 @@ const net = require('node:net')
 const util = require('node:util')
 const fc = require('fast-check')
 const ratekeeper = require('../..')
+const { respCommand } = require('./redis-server.js')
 
 const {
   RateLimiter,
@@ -187,7 +188,7 @@ function openFlusher() {
       const send = (...args) =>
         new Promise((settle) => {
           waiting.push(settle)
-          socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`)
+          socket.write(respCommand(args))
         })
       resolve({ send })
     })

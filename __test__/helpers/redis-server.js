@@ -121,6 +121,9 @@ async function freePort() {
   return port
 }
 
+/** `args` (strings) as one RESP command, as a client writes it. */
+const respCommand = (args) => `*${args.length}\r\n${args.map((arg) => `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`).join('')}`
+
 /**
  * Sends one RESP command on a raw socket; resolves the reply as text (simple string, error,
  * integer or bulk string payload), or undefined on any connection problem or timeout.
@@ -139,11 +142,7 @@ function rawCommand(port, args, timeoutMs = 1000) {
     socket.setTimeout(timeoutMs, () => done(undefined))
     socket.on('error', () => done(undefined))
     socket.on('close', () => done(undefined))
-    socket.on('connect', () => {
-      const parts = [`*${args.length}\r\n`]
-      for (const arg of args) parts.push(`$${Buffer.byteLength(arg)}\r\n${arg}\r\n`)
-      socket.write(parts.join(''))
-    })
+    socket.on('connect', () => socket.write(respCommand(args)))
     socket.on('data', (chunk) => {
       buffer = Buffer.concat([buffer, chunk])
       const eol = buffer.indexOf('\r\n')
@@ -724,4 +723,4 @@ async function startSentinel(options = {}) {
   }
 }
 
-module.exports = { freePort, startRedis, startUnlessRefused, startCluster, startSentinel, useRedisServer, withRedisServer, keySlot, serverSupports, clusterSkip }
+module.exports = { freePort, respCommand, startRedis, startUnlessRefused, startCluster, startSentinel, useRedisServer, withRedisServer, keySlot, serverSupports, clusterSkip }

@@ -136,9 +136,7 @@ impl LuaScript {
         write_decimal(&mut request, 4 + count + args.len());
         request.extend_from_slice(b"\r\n$5\r\nFCALL\r\n");
         write_bulk(&mut request, name);
-        let mut digits = Vec::with_capacity(20);
-        write_decimal(&mut digits, count);
-        write_bulk(&mut request, &digits);
+        write_bulk(&mut request, decimal(count, &mut [0; 20]));
         for key in keys {
             write_bulk(&mut request, key.as_bytes());
         }
@@ -307,8 +305,12 @@ fn write_bulk(request: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// Appends `value` in decimal digits to `request`.
-fn write_decimal(request: &mut Vec<u8>, mut value: usize) {
-    let mut digits = [0u8; 20];
+fn write_decimal(request: &mut Vec<u8>, value: usize) {
+    request.extend_from_slice(decimal(value, &mut [0; 20]));
+}
+
+/// `value`'s decimal digits, written at the end of `digits`.
+fn decimal(mut value: usize, digits: &mut [u8; 20]) -> &[u8] {
     let mut at = digits.len();
     loop {
         at -= 1;
@@ -318,7 +320,7 @@ fn write_decimal(request: &mut Vec<u8>, mut value: usize) {
             break;
         }
     }
-    request.extend_from_slice(&digits[at..]);
+    &digits[at..]
 }
 
 /// Whether `error` says that a Function is not loaded on the node.
