@@ -7,6 +7,8 @@ const assert = require('node:assert/strict')
 
 const RateLimiter = require('..')
 const { useRedisServer } = require('./helpers/redis-server.js')
+const { withTimersFaked, answeredWithin3s } = require('./helpers/faked-timers.js')
+const { runScript } = require('./helpers/run-script.js')
 
 const redis = useRedisServer()
 
@@ -88,5 +90,39 @@ describe('callback API options', () => {
     const limiter = RateLimiter({ redis: { port: 1, commandTimeoutMs: 200 }, interval: 10, maxInInterval: 1 })
     const { err } = await withCallback(limiter, 'user')
     assert.equal(err.code, 'ERR_STORE_UNAVAILABLE')
+  })
+})
+
+describe('callback API: when the callback runs', () => {
+  it("calls back while process.nextTick, queueMicrotask and setImmediate do nothing, as under Jest's fake timers", async () => {
+    const limiter = RateLimiter({ interval: 60_000, maxInInterval: 2, minDifference: 0 })
+    const answers = await withTimersFaked(
+      async () => {
+        const seen = []
+        for (let i = 0; i < 3; i++) seen.push(await answeredWithin3s(withCallback(limiter, 'user'), `call ${i}`))
+        return seen
+      },
+      { nextTick: true },
+    )
+    assert.deepEqual(
+      answers.map(({ err, actionsLeft }) => [err, actionsLeft]),
+      [
+        [null, 1],
+        [null, 0],
+        [null, 0],
+      ],
+    )
+    assert.equal(answers[0].timeLeft, 0)
+    assert.ok(answers[2].timeLeft > 59_000 && answers[2].timeLeft <= 60_000, `timeLeft ${answers[2].timeLeft}`)
+  })
+
+  it('lets an exception thrown by the callback out as an uncaught exception, not into the promise', async () => {
+    const ran = await runScript(`
+      process.on('uncaughtException', (error) => { console.log('uncaught: ' + error.message); process.exit(4) })
+      process.on('unhandledRejection', (reason) => { console.log('rejection: ' + reason); process.exit(3) })
+      const RateLimiter = require('.')
+      RateLimiter({ interval: 1000, maxInInterval: 1 })('user', () => { throw new Error('thrown by the callback') })
+    `)
+    assert.deepEqual(ran, { code: 4, output: 'uncaught: thrown by the callback\n' })
   })
 })

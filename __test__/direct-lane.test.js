@@ -16,6 +16,7 @@ const { LIMITERS, ONE_ID } = require('./helpers/limiters.js')
 const { startRedis, serverSupports } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
 const { commandsRun } = require('./helpers/command-stats.js')
+const { withTimersFaked, answeredWithin3s } = require('./helpers/faked-timers.js')
 
 const T0 = 1_700_000_000_000
 
@@ -306,22 +307,12 @@ describe('the direct lane', () => {
   it('answers lone calls while the global queueMicrotask and setImmediate are replaced, as fake timers replace them', async () => {
     const store = new RedisStore(server.url)
     const limiter = new FixedWindow({ client: store, namespace: 'faked:', limits: [{ duration: 60_000, limit: 10 }] })
-    const real = { queueMicrotask: globalThis.queueMicrotask, setImmediate: globalThis.setImmediate }
-    // What a fake clock does until the test advances it: nothing.
-    globalThis.queueMicrotask = () => {}
-    globalThis.setImmediate = () => {}
     const remaining = []
     try {
-      for (let i = 0; i < 5; i++) {
-        let timer
-        const stalled = new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`call ${i} was never sent`)), 3000)
-        })
-        const answer = await Promise.race([limiter.consume('x', { now: T0 }), stalled]).finally(() => clearTimeout(timer))
-        remaining.push(answer.remaining)
-      }
+      await withTimersFaked(async () => {
+        for (let i = 0; i < 5; i++) remaining.push((await answeredWithin3s(limiter.consume('x', { now: T0 }), `call ${i}`)).remaining)
+      })
     } finally {
-      Object.assign(globalThis, real)
       // (Closing fails a call left unsent, which would keep the process alive.)
       await store.close()
     }

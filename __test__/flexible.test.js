@@ -14,6 +14,7 @@ const rlf = require('rate-limiter-flexible')
 const flexible = require('../flexible.js')
 const { useRedisServer } = require('./helpers/redis-server.js')
 const { random } = require('./helpers/random.js')
+const { withTimersFaked, answeredWithin3s } = require('./helpers/faked-timers.js')
 
 const redis = useRedisServer()
 
@@ -178,6 +179,22 @@ describe('RateLimiterMemory, beside rate-limiter-flexible', () => {
     // A fraction of a point: rate-limiter-flexible takes it; ours counts whole points only.
     assert.deepEqual(limiters[1].restore({ version: 1, storage: [{ key: 'f', value: 1.5, expiresAt: null }] }), { invalid: 1, expired: 0, restored: 0 })
     return Promise.all(limiters.map((limiter) => limiter.get('live'))).then(([theirs, ours]) => assert.deepEqual(ours.toJSON(), theirs.toJSON()))
+  })
+
+  it('refuses at once while the global queueMicrotask and setImmediate are replaced, as fake timers replace them, as rate-limiter-flexible does', async () => {
+    const answers = { ours: [], theirs: [] }
+    await withTimersFaked(async () => {
+      for (const [side, library] of [['ours', flexible], ['theirs', rlf]]) {
+        const limiter = new library.RateLimiterMemory({ points: 2, duration: 60, blockDuration: 300 })
+        for (let i = 0; i < 4; i++) {
+          const settled = await answeredWithin3s(outcome(limiter.consume('ip')), `${side}: call ${i}`)
+          answers[side].push(settled.resolved ? ['resolved', settled.resolved.remainingPoints] : ['rejected', settled.rejected.consumedPoints])
+        }
+      }
+    })
+    // Two allowed, then refused: blocked at the first one over (3 counted), and still counting.
+    assert.deepEqual(answers.ours, [['resolved', 1], ['resolved', 0], ['rejected', 3], ['rejected', 4]])
+    assert.deepEqual(answers.ours, answers.theirs)
   })
 
   it('keeps durations past 24.8 days (no timer per key)', async (t) => {

@@ -10,6 +10,8 @@ const redback = require('redback')
 
 const { createRateLimit, createClient } = require('..')
 const { useRedisServer } = require('./helpers/redis-server.js')
+const { withTimersFaked, answeredWithin3s } = require('./helpers/faked-timers.js')
+const { runScript } = require('./helpers/run-script.js')
 
 const redis = useRedisServer()
 let counter = 0
@@ -139,5 +141,32 @@ describe("redback's Redis layout", () => {
       assert.equal(await theirCount('span', 600), 2)
       assert.equal(await ours.count('span', 600), 1)
     })
+  })
+})
+
+describe('createRateLimit: when a callback runs', () => {
+  it("calls back while process.nextTick, queueMicrotask and setImmediate do nothing, as under Jest's fake timers", async () => {
+    const limit = createRateLimit('requests')
+    const viaCallback = (method, ...args) => new Promise((resolve, reject) => limit[method](...args, (err, value) => (err ? reject(err) : resolve(value))))
+    const counts = await withTimersFaked(
+      async () => {
+        await answeredWithin3s(viaCallback('add', 'a', at(0)), 'add')
+        const counted = await answeredWithin3s(viaCallback('count', 'a', 10, at(1)), 'count')
+        const added = await answeredWithin3s(viaCallback('addCount', 'a', 10, at(2)), 'addCount')
+        return [counted, added]
+      },
+      { nextTick: true },
+    )
+    assert.deepEqual(counts, [1, 2])
+  })
+
+  it('lets an exception thrown by a callback out as an uncaught exception, not into the promise', async () => {
+    const ran = await runScript(`
+      process.on('uncaughtException', (error) => { console.log('uncaught: ' + error.message); process.exit(4) })
+      process.on('unhandledRejection', (reason) => { console.log('rejection: ' + reason); process.exit(3) })
+      const { createRateLimit } = require('.')
+      createRateLimit('requests').add('a', () => { throw new Error('thrown by the callback') })
+    `)
+    assert.deepEqual(ran, { code: 4, output: 'uncaught: thrown by the callback\n' })
   })
 })

@@ -11,7 +11,7 @@ const { check, runner, storeErrorPolicy, inMemory } = require('./engine.js')
 const { resolveStore } = require('./store.js')
 const { typeError, checkOptionsObject, checkKnownOptions } = require('./errors.js')
 const { decodeNothing } = require('./verdict.js')
-const { attempt } = require('./attempt.js')
+const { attempt, callOutside } = require('./attempt.js')
 
 // The modes of BucketCircleEngine.run.
 const ADD = 0
@@ -49,11 +49,11 @@ function finish(limiter, promise, callback) {
   if (callback) {
     result = promise.then(
       (value) => {
-        process.nextTick(callback, null, value)
+        callOutside(callback, null, value)
         return value
       },
       (error) => {
-        process.nextTick(callback, error)
+        callOutside(callback, error)
         return undefined
       },
     )

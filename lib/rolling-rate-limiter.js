@@ -13,6 +13,7 @@ const { typeError, checkOptionsObject } = require('./errors.js')
 const { decodeVerdict, decodeNothing } = require('./verdict.js')
 const { wait } = require('./wait.js')
 const { blockCacheOption, withBlockCache } = require('./block-cache.js')
+const { callOutside } = require('./attempt.js')
 
 const CONTEXT = 'rate limiter options'
 
@@ -224,11 +225,11 @@ function createLimiterFunction(options) {
     // the promise then never rejects (the error went to the callback).
     return answer.then(
       (info) => {
-        process.nextTick(callback, null, timeLeftOf(info), info.actionsRemaining)
+        callOutside(callback, null, timeLeftOf(info), info.actionsRemaining)
         return timeLeftOf(info)
       },
       (error) => {
-        process.nextTick(callback, error)
+        callOutside(callback, error)
         return undefined
       },
     )
