@@ -13,6 +13,7 @@ const binding = require('./native.js')
 const timers = require('node:timers')
 const { directLanes } = require('./direct.js')
 const { plainError, rangeError, typeError } = require('./errors.js')
+const { settled } = require('./attempt.js')
 
 const VALUES = 5
 const RECORD = VALUES + 1
@@ -162,16 +163,10 @@ const waitingCalls = () => slotTickets.length - freeSlots.length
 function sendSoon(waiting) {
   if (sendScheduled) return
   sendScheduled = true
-  if (waiting === 1) resolved.then(sendLoneCall)
+  // (Queued by `settled`, and the end of the turn by `node:timers`: fake timers replace neither.)
+  if (waiting === 1) settled.then(sendLoneCall)
   else timers.setImmediate(sendHeldCalls)
 }
-
-/**
- * A settled Promise, whose `then` queues a microtask: `queueMicrotask` is a global that test
- * frameworks' fake timers replace (Jest's by default), which would hold a lone call until the
- * test advances its timers (`node:timers` is used above for the same reason).
- */
-const resolved = Promise.resolve()
 
 /**
  * Sends a lone call by its direct lane when it is still the only call held and its lane is open;
